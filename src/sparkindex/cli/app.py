@@ -1,0 +1,231 @@
+"""``sparkindex``: demo, reindex, status, stop, verify, search, dlq, serve.
+
+Exit codes (DESIGN.md): 0 done, 1 done with errors or drift, 2 bad usage or config, 3 failed/stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from sparkindex.cli.render import RichProgress, err, out, print_error
+from sparkindex.config import load_pipeline
+from sparkindex.config.model import Pipeline
+from sparkindex.errors import SparkIndexError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Distributed, fault-tolerant search indexing on Spark.")
+dlq_app = typer.Typer(no_args_is_help=True, help="Dead letters: documents that failed permanently.")
+app.add_typer(dlq_app, name="dlq")
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="pipeline YAML file")]
+IndexOpt = Annotated[list[str] | None, typer.Option("--index", "-i", help="alias (repeatable); default all")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on the last line")]
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(orjson.dumps(obj).decode() + "\n")
+    sys.stdout.flush()
+
+
+def _aliases(pipeline: Pipeline, index: list[str] | None) -> list[str]:
+    from sparkindex.jobs.planning import selected_aliases
+
+    return selected_aliases(pipeline, index)
+
+
+def _store(pipeline: Pipeline) -> Any:
+    from sparkindex.coordination.store import CoordinationStore
+
+    return CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
+
+
+def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json: bool) -> int:
+    from sparkindex.jobs.reindex import ReindexJob
+
+    with RichProgress(enabled=True) as progress:
+        summary = ReindexJob(pipeline, index, new=new, progress=progress).run()
+    s = summary
+    colour = {0: "green", 1: "yellow"}.get(s.exit_code, "red")
+    err.print(f"[bold {colour}]{s.status}[/] {s.alias} -> {s.index}: {s.indexed:,} indexed of {s.source_rows:,} "
+              f"source rows, {s.failed:,} failed, {s.seconds:.1f} s")
+    if as_json:
+        _emit_json(orjson.loads(s.to_json()))
+    return s.exit_code
+
+
+@app.command()
+def reindex(
+    config: ConfigOpt,
+    index: IndexOpt = None,
+    new: Annotated[bool, typer.Option("--new", help="abandon an unfinished job and start afresh")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Rebuild indexes into new versions on Spark, then swap the aliases (resumes unfinished jobs)."""
+    raise typer.Exit(run_reindex(load_pipeline(config), index, new, json))
+
+
+@app.command()
+def demo(
+    rows: Annotated[int, typer.Option(help="products to generate")] = 200_000,
+    directory: Annotated[Path, typer.Option("--dir", help="where the demo lives")] = Path("demo"),
+    query: Annotated[str, typer.Option(help="the sample search")] = "wireless speaker",
+) -> None:
+    """Generate the sample shop, reindex it on Spark, search it, print the JSON summary."""
+    from sparkindex.demo.shop import generate_shop, write_demo_pipeline
+
+    directory.mkdir(parents=True, exist_ok=True)
+    err.print(f"· generating the sample shop ({rows:,} products) in {directory}/shop.db")
+    counts = generate_shop(directory / "shop.db", rows)
+    err.print("· " + ", ".join(f"{k}: {v:,}" for k, v in counts.items()))
+    path = write_demo_pipeline(directory, partition_size=max(500, min(5000, rows // 16 or 1)))
+    pipeline = load_pipeline(path)
+    from sparkindex.jobs.reindex import ReindexJob
+    from sparkindex.targets.registry import open_target
+
+    with RichProgress() as progress:
+        summary = ReindexJob(pipeline, None, new=True, progress=progress).run()
+    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    err.print(f"· sample search on alias 'products': {query!r}")
+    for hit in target.search("products", query, limit=5):
+        src = hit.source
+        cat = (src.get("category") or {}).get("name")
+        err.print(f"  {hit.score:6.2f}  #{hit.id}  {src.get('name')}  [{cat}]  {len(src.get('reviews', []))} reviews")
+    _emit_json(orjson.loads(summary.to_json()))
+    raise typer.Exit(summary.exit_code)
+
+
+@app.command()
+def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> None:
+    """The latest job for the aliases: state, counts per entity and partition states."""
+    from sparkindex.jobs.control import latest_job
+
+    pipeline = load_pipeline(config)
+    store = _store(pipeline)
+    job = latest_job(store, _aliases(pipeline, index))
+    if job is None:
+        if json:
+            _emit_json({"job_id": None, "status": None})
+        else:
+            err.print("no job yet")
+        raise typer.Exit(0)
+    stats = store.stats(job.id)
+    body = {
+        "job_id": job.id, "status": str(job.status), "aliases": list(job.aliases), "indexes": job.targets,
+        "error": job.error_message, "created_at": job.created_at, "completed_at": job.completed_at,
+        "entities": {k: {"total": s.total, "processed": s.processed, "success": s.success, "failed": s.failed,
+                         "partitions": s.partitions} for k, s in stats.items()},
+        "dead_letters": store.dead_letters.count(job.id),
+    }
+    if json:
+        _emit_json(body)
+    else:
+        out.print(f"job {job.id}  [bold]{job.status}[/]  {', '.join(job.aliases)}")
+        for k, s in stats.items():
+            out.print(f"  {k}: {s.processed:,}/{s.total:,} processed, {s.failed:,} failed, partitions {s.partitions}")
+        if job.error_message:
+            out.print(f"  error: {job.error_message}")
+
+
+@app.command()
+def stop(config: ConfigOpt, index: IndexOpt = None) -> None:
+    """Ask the running job to stop gracefully; a later `reindex` resumes it."""
+    from sparkindex.jobs.control import request_stop
+
+    pipeline = load_pipeline(config)
+    job = request_stop(_store(pipeline), _aliases(pipeline, index))
+    err.print(f"job {job.id}: {job.status}")
+
+
+@app.command()
+def verify(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> None:
+    """Compare source and index by document id and content hash: missing, extra, stale."""
+    from sparkindex.jobs.planning import resolve_plans
+    from sparkindex.jobs.verify import verify_alias
+    from sparkindex.sources.registry import open_source
+    from sparkindex.targets.registry import open_target
+
+    pipeline = load_pipeline(config)
+    aliases = _aliases(pipeline, index)
+    source = open_source(pipeline.source_url())
+    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    reports = [verify_alias(source, target, plan) for plan, _ in resolve_plans(pipeline, source, aliases).values()]
+    total = {k: sum(getattr(r, k) for r in reports) for k in ("missing", "extra", "stale", "checked")}
+    for r in reports:
+        colour = "green" if r.clean else "red"
+        err.print(f"[{colour}]{r.alias}[/] ({r.index}): checked {r.checked:,}, missing {r.missing:,}, "
+                  f"extra {r.extra:,}, stale {r.stale:,}")
+    if json:
+        _emit_json({**total, "aliases": {r.alias: r.to_dict() for r in reports}})
+    raise typer.Exit(0 if all(r.clean for r in reports) else 1)
+
+
+@app.command()
+def search(
+    config: ConfigOpt,
+    query: Annotated[str, typer.Argument(help="query string")],
+    index: Annotated[str, typer.Option("--index", "-i", help="alias or index")],
+    limit: int = 10,
+    json: JsonOpt = False,
+) -> None:
+    """Search an alias."""
+    from sparkindex.targets.registry import open_target
+
+    pipeline = load_pipeline(config)
+    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    hits = target.search(index, query, limit)
+    if json:
+        _emit_json({"hits": [{"id": h.id, "score": h.score, "source": h.source} for h in hits]})
+        return
+    for h in hits:
+        out.print(f"{h.score:7.3f}  {h.id}  {orjson.dumps(h.source).decode()[:160]}")
+
+
+@dlq_app.command("list")
+def dlq_list(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False, limit: int = 100) -> None:
+    """Dead-lettered documents with their error and attempts."""
+    pipeline = load_pipeline(config)
+    store = _store(pipeline)
+    items = [d for a in _aliases(pipeline, index) for d in store.dead_letters.list(alias=a, limit=limit)]
+    if json:
+        _emit_json({"dead_letters": [d.__dict__ for d in items]})
+        return
+    for d in items:
+        out.print(f"{d.alias}  {d.doc_id}  {d.error_class}: {d.error_message[:120]}  (attempts {d.attempts})")
+    if not items:
+        err.print("no dead letters")
+
+
+@app.command()
+def serve() -> None:
+    """The progress server (HTTP, WebSocket, metrics): not built yet."""
+    print_error("`serve` is not available yet: the progress server is a later issue")
+    raise typer.Exit(2)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app(standalone_mode=False)
+    except SparkIndexError as exc:
+        print_error(str(exc))
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.BadParameter, typer.Abort) as exc:
+        print_error(str(exc))
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print_error("interrupted; rerun the same command to resume")
+        sys.exit(3)
+    except typer.TyperException as exc:  # usage errors: unknown option, missing argument
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            print_error(str(exc))
+        sys.exit(2)

@@ -1,0 +1,186 @@
+"""The pipeline model.
+
+Every section forbids unknown keys, so a typo in the YAML fails loudly with its key path instead of
+being ignored. Defaults follow the seeds (OpenMetadata's timeouts and partition limits).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
+
+from sparkindex.config.secrets import redact_url
+
+FieldType = Literal["text", "keyword", "long", "double", "boolean", "date", "object", "nested"]
+
+
+def _as_list(value: object) -> object:
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
+KeyColumns = Annotated[list[str], BeforeValidator(_as_list)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class FieldOverride(_Strict):
+    """Overrides what the SQL schema implies for one document field (dotted path)."""
+
+    type: FieldType | None = None
+    analyzer: str | None = None
+    copy_to: KeyColumns = Field(default_factory=list)
+    keyword: bool = Field(default=False, description="add a '<field>.keyword' exact-match sub-field")
+    index: bool = True
+
+
+class RelationConfig(_Strict):
+    """A related table folded into the parent document.
+
+    ``object``: many-to-one; the parent's ``local_key`` columns reference the child's ``remote_key``.
+    ``nested``: one-to-many; the child's ``remote_key`` columns reference the parent's ``local_key``.
+    Keys left out are inferred from the foreign keys in the schema.
+    """
+
+    name: str
+    type: Literal["object", "nested"]
+    table: str
+    local_key: KeyColumns | None = None
+    remote_key: KeyColumns | None = None
+    columns: list[str] | None = None
+    order_by: KeyColumns | None = None
+    relations: list[RelationConfig] = Field(default_factory=list)
+
+
+class IndexConfig(_Strict):
+    """One alias: the root table, how to build its documents and how to split the work."""
+
+    alias: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$")
+    table: str
+    id: KeyColumns | None = None
+    columns: list[str] | None = None
+    relations: list[RelationConfig] = Field(default_factory=list)
+    fields: dict[str, FieldOverride] = Field(default_factory=dict)
+    partition_size: int = Field(default=5000, gt=0)
+    page_size: int = Field(default=1000, gt=0, le=100_000)
+    complexity: float = Field(default=1.0, gt=0)
+    priority: int = 0
+
+
+class SourceConfig(_Strict):
+    url: str
+
+    def __repr__(self) -> str:
+        return f"SourceConfig(url={redact_url(self.url)!r})"
+
+
+class CoordinationConfig(_Strict):
+    url: str | None = None
+    prefix: str = Field(default="", description="lets several clusters share one store")
+
+
+class TargetConfig(_Strict):
+    url: str = "tantivy://index"
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class SparkConfig(_Strict):
+    # local[N,F]: Spark only retries failed tasks in local mode when F is given.
+    master: str = "local[*,4]"
+    app_name: str = "sparkindex"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class JobConfig(_Strict):
+    batch_size: int = Field(default=5000, gt=0, description="documents per bulk request")
+    batch_bytes: int = Field(default=16 * 1024 * 1024, gt=0, description="bytes per bulk request")
+    retries: int = Field(default=5, ge=0, description="attempts for a transient bulk/source failure")
+    partition_retries: int = Field(default=3, ge=0, description="MAX_PARTITION_RETRIES")
+    backoff_initial_s: float = Field(default=0.5, gt=0)
+    backoff_max_s: float = Field(default=30.0, gt=0)
+    lock_ttl_s: float = Field(default=300.0, gt=0)
+    lock_refresh_s: float = Field(default=60.0, gt=0)
+    claim_timeout_s: float = Field(default=300.0, gt=0)
+    max_partitions_per_entity: int = Field(default=10_000, gt=0)
+    max_total_partitions: int = Field(default=50_000, gt=0)
+    keep_versions: int = Field(default=2, ge=1)
+    max_passes: int = Field(default=5, ge=1, description="Spark passes over partitions left PENDING")
+    recovery_max_age_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+
+
+class Pipeline(_Strict):
+    source: SourceConfig
+    coordination: CoordinationConfig = Field(default_factory=CoordinationConfig)
+    target: TargetConfig = Field(default_factory=TargetConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    indexes: list[IndexConfig] = Field(min_length=1)
+    job: JobConfig = Field(default_factory=JobConfig)
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _origin: str = PrivateAttr(default="<pipeline>")
+
+    @model_validator(mode="after")
+    def _unique_aliases(self) -> Pipeline:
+        seen: set[str] = set()
+        for i, idx in enumerate(self.indexes):
+            if idx.alias in seen:
+                raise ValueError(f"indexes[{i}].alias: duplicate alias {idx.alias!r}")
+            seen.add(idx.alias)
+        return self
+
+    @property
+    def base_dir(self) -> Path:
+        return self._base_dir
+
+    @property
+    def origin(self) -> str:
+        return self._origin
+
+    def bind(self, base_dir: Path, origin: str) -> Pipeline:
+        """Anchor relative paths (sqlite files, the tantivy root) to the pipeline file's folder."""
+        self._base_dir = base_dir
+        self._origin = origin
+        return self
+
+    def index(self, alias: str) -> IndexConfig:
+        for idx in self.indexes:
+            if idx.alias == alias:
+                return idx
+        from sparkindex.errors import UsageError
+
+        known = ", ".join(i.alias for i in self.indexes)
+        raise UsageError(f"{self._origin}: no index with alias {alias!r} (known: {known})")
+
+    def coordination_url(self) -> str:
+        if self.coordination.url:
+            return resolve_sqlite_url(self.coordination.url, self._base_dir)
+        return f"sqlite:///{(self._base_dir / '.sparkindex' / 'state.db').resolve()}"
+
+    def source_url(self) -> str:
+        return resolve_sqlite_url(self.source.url, self._base_dir)
+
+    def to_wire(self) -> dict[str, object]:
+        """What Spark tasks need to rebuild this pipeline in another process."""
+        return {"pipeline": self.model_dump(mode="json"), "base_dir": str(self._base_dir), "origin": self._origin}
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, object]) -> Pipeline:
+        p = cls.model_validate(wire["pipeline"])
+        return p.bind(Path(str(wire["base_dir"])), str(wire["origin"]))
+
+
+def resolve_sqlite_url(url: str, base_dir: Path) -> str:
+    """``sqlite:///rel.db`` is relative to the pipeline file, not to wherever the command runs."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith("sqlite:////"):
+        rel = url[len(prefix) :]
+        if rel and not rel.startswith(":memory:"):
+            path, _, query = rel.partition("?")
+            resolved = (base_dir / path).resolve()
+            return f"sqlite:///{resolved}" + (f"?{query}" if query else "")
+    return url

@@ -1,0 +1,14 @@
+"""Keeping passwords and tokens out of logs, errors and printed config."""
+
+from __future__ import annotations
+
+import re
+
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
+_QUERY_SECRET = re.compile(r"(?i)(?P<key>(?:password|passwd|pwd|token|api_key|apikey|secret)=)[^&\s]*")
+
+
+def redact_url(text: str) -> str:
+    """Hide the password of every URL in *text* (and secret-looking query parameters)."""
+    text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    return _QUERY_SECRET.sub(lambda m: f"{m['key']}***", text)

@@ -1,0 +1,58 @@
+"""Connecting to the coordination database and creating (or upgrading) its schema.
+
+SQLite gets ``BEGIN IMMEDIATE`` for every transaction: the write lock is taken up front, so a
+read-then-update (a claim) can never interleave with another process's. WAL mode lets readers
+run alongside. Other dialects use row locks (``FOR UPDATE SKIP LOCKED``) instead.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from sparkindex.config.secrets import redact_url
+from sparkindex.coordination.tables import SCHEMA_VERSION, Tables
+from sparkindex.errors import ConfigError, PermanentError
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 60}, poolclass=sa.pool.NullPool)
+
+        @sa.event.listens_for(engine, "connect")
+        def _connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # let the "begin" hook below issue BEGIN
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    scheme = url.split(":", 1)[0]
+    raise ConfigError(f"coordination.url: unsupported store {scheme!r} in {redact_url(url)!r} (supported: sqlite)")
+
+
+def ensure_schema(engine: Engine, tables: Tables) -> None:
+    """Create missing tables and record the schema version; refuse a newer schema than ours."""
+    if engine.url.get_backend_name() == "sqlite" and engine.url.database:
+        from pathlib import Path
+
+        Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
+    tables.metadata.create_all(engine, checkfirst=True)
+    with engine.begin() as conn:
+        row = conn.execute(sa.select(tables.schema.c.version).where(tables.schema.c.id == 1)).first()
+        if row is None:
+            conn.execute(tables.schema.insert().values(id=1, version=SCHEMA_VERSION, upgraded_at=time.time()))
+        elif row.version > SCHEMA_VERSION:
+            raise PermanentError(
+                f"coordination schema version {row.version} is newer than this sparkindex ({SCHEMA_VERSION}); "
+                "upgrade sparkindex"
+            )

@@ -1,0 +1,110 @@
+"""Locks, one per alias: TTL, heartbeat refresh, atomic transfer and a growing fencing token.
+
+The token grows at every acquisition. Whoever holds the lock passes its token to the target's
+alias swap, which refuses tokens older than the last one it saw; a driver that was paused past
+its TTL and lost the lock therefore cannot move the alias.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from sparkindex.coordination.records import LockRecord
+from sparkindex.errors import LockHeld, LockLost
+
+
+class LockManager:
+    def __init__(self, engine: Engine, table: sa.Table) -> None:
+        self.engine = engine
+        self.t = table
+
+    def get(self, key: str) -> LockRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(self.t).where(self.t.c.lock_key == key)).first()
+        if row is None:
+            return None
+        return LockRecord(row.lock_key, row.job_id, row.holder, row.token, row.acquired_at,
+                          row.last_heartbeat, row.expires_at)
+
+    def acquire(
+        self,
+        key: str,
+        holder: str,
+        ttl_s: float,
+        job_id: str | None = None,
+        holder_is_dead: Callable[[LockRecord], bool] = lambda _lock: False,
+    ) -> int:
+        """Take the lock; return the new fencing token. Raises :class:`LockHeld` if a live holder has it.
+
+        An expired lock, or one whose holder *holder_is_dead* confirms gone, is taken over.
+        """
+        for _ in range(3):
+            now = time.time()
+            current = self.get(key)
+            try:
+                with self.engine.begin() as conn:
+                    if current is None:
+                        conn.execute(self.t.insert().values(
+                            lock_key=key, job_id=job_id, holder=holder, token=1,
+                            acquired_at=now, last_heartbeat=now, expires_at=now + ttl_s))
+                        return 1
+                    if current.holder != holder and current.expires_at > now and not holder_is_dead(current):
+                        raise LockHeld(
+                            f"alias {key!r} is locked by {current.holder} (job {current.job_id}) until "
+                            f"{time.strftime('%H:%M:%S', time.localtime(current.expires_at))}; "
+                            "wait, or stop that job with `sparkindex stop`"
+                        )
+                    res = conn.execute(
+                        self.t.update()
+                        .where(self.t.c.lock_key == key, self.t.c.token == current.token)
+                        .values(job_id=job_id, holder=holder, token=current.token + 1,
+                                acquired_at=now, last_heartbeat=now, expires_at=now + ttl_s)
+                    )
+                    if res.rowcount == 1:
+                        return current.token + 1
+            except IntegrityError:
+                continue  # someone inserted first; read again
+        raise LockHeld(f"alias {key!r}: lock contended, try again")
+
+    def refresh(self, key: str, token: int, ttl_s: float) -> None:
+        now = time.time()
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                self.t.update()
+                .where(self.t.c.lock_key == key, self.t.c.token == token)
+                .values(last_heartbeat=now, expires_at=now + ttl_s)
+            )
+        if res.rowcount != 1:
+            raise LockLost(f"lock {key!r}: token {token} no longer holds it")
+
+    def check(self, key: str, token: int) -> None:
+        lock = self.get(key)
+        if lock is None or lock.token != token or lock.expires_at < time.time():
+            raise LockLost(f"lock {key!r}: token {token} no longer holds it")
+
+    def transfer(self, key: str, token: int, from_job: str | None, to_job: str) -> None:
+        """Hand the lock to another job atomically (seed: UPDATE ... WHERE jobId = old)."""
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                self.t.update()
+                .where(self.t.c.lock_key == key, self.t.c.token == token,
+                       self.t.c.job_id.is_(None) if from_job is None else self.t.c.job_id == from_job)
+                .values(job_id=to_job, last_heartbeat=time.time())
+            )
+        if res.rowcount != 1:
+            raise LockLost(f"lock {key!r}: transfer from job {from_job} refused")
+
+    def release(self, key: str, token: int) -> bool:
+        """Release if still ours. The row stays (with an expired TTL) so the token keeps growing."""
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                self.t.update()
+                .where(self.t.c.lock_key == key, self.t.c.token == token)
+                .values(expires_at=0.0, job_id=None)
+            )
+        return bool(res.rowcount == 1)

@@ -1,0 +1,115 @@
+"""The coordination schema, in portable SQLAlchemy Core (SQLite now, PostgreSQL/MySQL next).
+
+Times are epoch seconds as doubles; JSON is stored as text so every dialect reads it the same.
+A table prefix lets several clusters share one database (Data Prepper's ``partition_prefix``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+SCHEMA_VERSION = 1
+
+Time = sa.Float(precision=53)
+
+
+@dataclass(frozen=True)
+class Tables:
+    metadata: sa.MetaData
+    schema: sa.Table
+    job: sa.Table
+    partition: sa.Table
+    lock: sa.Table
+    dead_letter: sa.Table
+
+
+def make_tables(prefix: str = "") -> Tables:
+    md = sa.MetaData()
+    p = f"{prefix}si_"
+    schema = sa.Table(
+        f"{p}schema",
+        md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("version", sa.Integer, nullable=False),
+        sa.Column("upgraded_at", Time, nullable=False),
+    )
+    job = sa.Table(
+        f"{p}job",
+        md,
+        sa.Column("id", sa.String(36), primary_key=True),
+        sa.Column("alias_key", sa.String(512), nullable=False, index=True),
+        sa.Column("status", sa.String(32), nullable=False, index=True),
+        sa.Column("config_json", sa.Text, nullable=False),
+        sa.Column("targets_json", sa.Text, nullable=False, default="{}"),
+        sa.Column("run_id", sa.String(64)),
+        sa.Column("total_records", sa.BigInteger, nullable=False, default=0),
+        sa.Column("processed_records", sa.BigInteger, nullable=False, default=0),
+        sa.Column("success_records", sa.BigInteger, nullable=False, default=0),
+        sa.Column("failed_records", sa.BigInteger, nullable=False, default=0),
+        sa.Column("stats_json", sa.Text),
+        sa.Column("created_by", sa.String(255)),
+        sa.Column("created_at", Time, nullable=False),
+        sa.Column("started_at", Time),
+        sa.Column("completed_at", Time),
+        sa.Column("updated_at", Time, nullable=False),
+        sa.Column("error_message", sa.Text),
+    )
+    partition = sa.Table(
+        f"{p}partition",
+        md,
+        sa.Column("id", sa.String(36), primary_key=True),
+        sa.Column("job_id", sa.String(36), sa.ForeignKey(job.c.id), nullable=False),
+        sa.Column("entity", sa.String(255), nullable=False),
+        sa.Column("partition_index", sa.Integer, nullable=False),
+        sa.Column("range_start", sa.Text),
+        sa.Column("range_end", sa.Text),
+        sa.Column("estimated_count", sa.BigInteger, nullable=False, default=0),
+        sa.Column("work_units", sa.BigInteger, nullable=False, default=0),
+        sa.Column("priority", sa.Integer, nullable=False, default=0),
+        sa.Column("status", sa.String(32), nullable=False),
+        sa.Column("cursor", sa.Text),
+        sa.Column("processed_count", sa.BigInteger, nullable=False, default=0),
+        sa.Column("success_count", sa.BigInteger, nullable=False, default=0),
+        sa.Column("failed_count", sa.BigInteger, nullable=False, default=0),
+        sa.Column("owner", sa.String(255)),
+        sa.Column("run_id", sa.String(64)),
+        sa.Column("claim_token", sa.BigInteger, nullable=False, default=0),
+        sa.Column("claims", sa.Integer, nullable=False, default=0),
+        sa.Column("claimed_at", Time),
+        sa.Column("started_at", Time),
+        sa.Column("completed_at", Time),
+        sa.Column("last_heartbeat", Time),
+        sa.Column("reopen_at", Time),
+        sa.Column("closed_count", sa.Integer, nullable=False, default=0),
+        sa.Column("last_error", sa.Text),
+        sa.Column("retry_count", sa.Integer, nullable=False, default=0),
+        sa.Index(f"{p}partition_claim", "job_id", "status", "priority"),
+        sa.UniqueConstraint("job_id", "entity", "partition_index", name=f"{p}partition_unique"),
+    )
+    lock = sa.Table(
+        f"{p}lock",
+        md,
+        sa.Column("lock_key", sa.String(255), primary_key=True),
+        sa.Column("job_id", sa.String(36)),
+        sa.Column("holder", sa.String(255), nullable=False),
+        sa.Column("token", sa.BigInteger, nullable=False),
+        sa.Column("acquired_at", Time, nullable=False),
+        sa.Column("last_heartbeat", Time, nullable=False),
+        sa.Column("expires_at", Time, nullable=False),
+    )
+    dead_letter = sa.Table(
+        f"{p}dead_letter",
+        md,
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("doc_id", sa.String(512), primary_key=True),
+        sa.Column("job_id", sa.String(36), nullable=False),
+        sa.Column("partition_id", sa.String(36)),
+        sa.Column("error_class", sa.String(255), nullable=False),
+        sa.Column("error_message", sa.Text, nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("first_seen", Time, nullable=False),
+        sa.Column("last_seen", Time, nullable=False),
+    )
+    return Tables(md, schema, job, partition, lock, dead_letter)

@@ -1,0 +1,64 @@
+"""One exception tree for the whole tool.
+
+The class of an error tells the caller what to do with it, so that retry loops, the dead-letter
+path and the CLI's exit codes can decide without string matching:
+
+* :class:`TransientError` - try again later (with backoff); the same input may succeed.
+* :class:`PermanentError` - the same input will fail again; stop retrying.
+* :class:`DocumentError` - permanent, but only for one document: dead-letter it and carry on.
+* :class:`ConfigError` / :class:`UsageError` - the user must fix their input (exit code 2).
+"""
+
+from __future__ import annotations
+
+
+class SparkIndexError(Exception):
+    """Root of every error sparkindex raises on purpose."""
+
+    exit_code = 3
+
+
+class TransientError(SparkIndexError):
+    """Retrying the same operation later may succeed (timeouts, overload, lock busy)."""
+
+
+class PermanentError(SparkIndexError):
+    """Retrying will not help; the job or partition must fail or be fixed by a person."""
+
+
+class DocumentError(PermanentError):
+    """Only one document is bad; it goes to the dead letters and the job carries on."""
+
+    def __init__(self, doc_id: str, message: str, error_class: str | None = None) -> None:
+        super().__init__(f"document {doc_id!r}: {message}")
+        self.doc_id = doc_id
+        self.reason = message
+        self.error_class = error_class or type(self).__name__
+
+
+class ConfigError(SparkIndexError):
+    """The pipeline file or the schema it names is wrong; the message says where."""
+
+    exit_code = 2
+
+
+class UsageError(SparkIndexError):
+    """The command line asks for something impossible (unknown alias, bad flag combination)."""
+
+    exit_code = 2
+
+
+class IllegalTransition(PermanentError):
+    """A state machine was asked to move along an edge that is not written down."""
+
+
+class LockLost(PermanentError):
+    """This process no longer holds the lock or lease it was working under (fenced off)."""
+
+
+class LockHeld(SparkIndexError):
+    """Another live process holds the lock for an alias; this run refuses to start."""
+
+
+class JobStopped(SparkIndexError):
+    """The job was stopped by a user; a rerun resumes it."""

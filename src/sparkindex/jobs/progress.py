@@ -1,0 +1,57 @@
+"""Watching a running job: a thread polls the store's aggregated stats and calls a listener."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Protocol
+
+from sqlalchemy.exc import DBAPIError
+
+from sparkindex.coordination.records import EntityStats
+from sparkindex.coordination.store import CoordinationStore
+
+log = logging.getLogger(__name__)
+
+
+class ProgressListener(Protocol):
+    def phase(self, text: str) -> None: ...
+
+    def stats(self, stats: dict[str, EntityStats]) -> None: ...
+
+
+class SilentProgress:
+    def phase(self, text: str) -> None:
+        log.info("%s", text)
+
+    def stats(self, stats: dict[str, EntityStats]) -> None:
+        return None
+
+
+class StatsPoller:
+    def __init__(self, store: CoordinationStore, job_id: str, listener: ProgressListener, every_s: float = 0.5) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.listener = listener
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sparkindex-progress", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poll(self) -> None:
+        try:
+            self.listener.stats(self.store.stats(self.job_id))
+        except DBAPIError as exc:
+            log.warning("progress poll failed: %s", exc.orig)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.poll()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self.poll()

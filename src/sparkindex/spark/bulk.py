@@ -1,0 +1,64 @@
+"""Bulk writing with per-item results: retry only the transient failures, with capped backoff.
+
+Modelled on ``streaming_bulk`` in elasticsearch-py: a whole-request transient failure retries the
+request; item-level transient failures retry just those items; permanent item failures are
+returned for the dead-letter store. Nothing here knows about Spark or partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sparkindex.errors import TransientError
+from sparkindex.retry import Backoff
+from sparkindex.targets.base import BulkDocument, Target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BulkOutcome:
+    success: int = 0
+    failures: list[tuple[str, str, str]] = field(default_factory=list)  # (doc_id, error_class, message)
+
+
+def bulk_with_retries(
+    target: Target,
+    index: str,
+    docs: Sequence[BulkDocument],
+    retries: int,
+    backoff: Backoff,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BulkOutcome:
+    """Write *docs*; raise :class:`TransientError` only when retries are exhausted for the request."""
+    outcome = BulkOutcome()
+    todo = list(docs)
+    attempt = 0
+    while todo:
+        try:
+            results = target.bulk(index, todo)
+        except TransientError as exc:
+            if attempt >= retries:
+                raise
+            attempt += 1
+            delay = backoff.next_delay()
+            log.warning("bulk of %d to %s failed: %s; retry %d/%d in %.2fs", len(todo), index, exc, attempt, retries, delay)
+            sleep(delay)
+            continue
+        retry: list[BulkDocument] = []
+        by_id = {d.id: d for d in todo}
+        for res in results:
+            if res.ok:
+                outcome.success += 1
+            elif res.transient and attempt < retries:
+                retry.append(by_id[res.id])
+            else:
+                outcome.failures.append((res.id, res.error_class or "BulkItemError", res.error or "rejected"))
+        todo = retry
+        if todo:
+            attempt += 1
+            sleep(backoff.next_delay())
+    return outcome

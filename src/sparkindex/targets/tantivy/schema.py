@@ -1,0 +1,112 @@
+"""Translating the ES-style mapping into a Tantivy schema, and documents into Tantivy JSON.
+
+Tantivy has no nested documents, copy_to or multi-fields, so this module emulates them:
+objects and nested arrays become JSON fields (searchable by path), ``copy_to`` and keyword
+sub-fields are filled in when a document is converted. ``_id`` (raw, for upserts), ``_hash`` and
+``_source`` are stored alongside.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import tantivy
+
+from sparkindex.errors import DocumentError
+
+ANALYZERS = {"standard": "default", "default": "default", "english": "en_stem", "en_stem": "en_stem",
+             "keyword": "raw", "raw": "raw", "whitespace": "whitespace"}
+
+
+@dataclass
+class SchemaPlan:
+    """What the converter needs to know about each top-level field."""
+
+    dates: list[str] = field(default_factory=list)
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (from, to)
+    keyword_subfields: list[tuple[str, str]] = field(default_factory=list)
+    text_fields: list[str] = field(default_factory=list)
+
+
+def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("_id", stored=True, tokenizer_name="raw", fast=True)
+    sb.add_text_field("_hash", stored=True, tokenizer_name="raw")
+    sb.add_bytes_field("_source", stored=True, indexed=False)
+    plan = SchemaPlan()
+    copy_targets: set[str] = set()
+    for spec in mapping["properties"].values():
+        copy_targets.update(spec.get("copy_to", []))
+    for name, spec in mapping["properties"].items():
+        ftype = spec["type"]
+        indexed = spec.get("index", True)
+        if not indexed and name not in copy_targets:
+            continue
+        if ftype == "text":
+            tok = ANALYZERS.get(spec.get("analyzer", "standard"), spec.get("analyzer", "default"))
+            sb.add_text_field(name, tokenizer_name=tok)
+            plan.text_fields.append(name)
+        elif ftype == "keyword":
+            sb.add_text_field(name, tokenizer_name="raw", fast=True)
+        elif ftype == "long":
+            sb.add_integer_field(name, indexed=True, fast=True)
+        elif ftype == "double":
+            sb.add_float_field(name, indexed=True, fast=True)
+        elif ftype == "boolean":
+            sb.add_boolean_field(name, indexed=True, fast=True)
+        elif ftype == "date":
+            sb.add_date_field(name, indexed=True, fast=True)
+            plan.dates.append(name)
+        else:  # object, nested
+            sb.add_json_field(name)
+        for target in spec.get("copy_to", []):
+            plan.copies.append((name, target))
+        if "keyword" in spec.get("fields", {}):
+            sub = f"{name}.keyword"
+            sb.add_text_field(sub, tokenizer_name="raw", fast=True)
+            plan.keyword_subfields.append((name, sub))
+    return sb.build(), plan
+
+
+def _rfc3339(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return value  # let Tantivy reject it with its own message
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.isoformat()
+
+
+def to_tantivy_json(doc_id: str, source: bytes, doc_hash: str, plan: SchemaPlan) -> str:
+    """The JSON Tantivy indexes for one document (fields outside the schema are ignored)."""
+    try:
+        body = orjson.loads(source)
+    except orjson.JSONDecodeError as exc:
+        raise DocumentError(doc_id, f"document is not valid JSON: {exc}", "InvalidJSON") from None
+    if not isinstance(body, dict):
+        raise DocumentError(doc_id, "document must be a JSON object", "InvalidJSON")
+    for name in plan.dates:
+        if name in body:
+            body[name] = _rfc3339(body[name])
+    for src, dst in plan.copies:
+        value = body.get(src)
+        if value is not None:
+            existing = body.get(dst)
+            values = existing if isinstance(existing, list) else ([] if existing is None else [existing])
+            values.extend(value if isinstance(value, list) else [value])
+            body[dst] = [str(v) for v in values]
+    for src, sub in plan.keyword_subfields:
+        if body.get(src) is not None:
+            body[sub] = body[src]
+    body["_id"] = doc_id
+    body["_hash"] = doc_hash
+    # Tantivy reads bytes fields from JSON as base64.
+    body["_source"] = base64.b64encode(source).decode("ascii")
+    return orjson.dumps(body).decode()

@@ -210,7 +210,8 @@ def serve() -> None:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app(standalone_mode=False)
+        # Without standalone mode, typer returns the code of a typer.Exit instead of raising it.
+        code = app(standalone_mode=False)
     except SparkIndexError as exc:
         print_error(str(exc))
         sys.exit(exc.exit_code)
@@ -229,3 +230,4 @@ def main() -> None:
         else:
             print_error(str(exc))
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -83,6 +83,7 @@ class PartitionRecord:
     success_count: int
     failed_count: int
     owner: str | None
+    writer: str | None
     run_id: str | None
     claim_token: int
     claims: int
@@ -109,6 +110,7 @@ class PartitionRecord:
             success_count=row.success_count,
             failed_count=row.failed_count,
             owner=row.owner,
+            writer=row.writer,
             run_id=row.run_id,
             claim_token=row.claim_token,
             claims=row.claims,

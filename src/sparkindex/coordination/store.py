@@ -250,7 +250,13 @@ class CoordinationStore:
             raise LockLost(f"partition {partition_id}: claim {token} is no longer the owner")
 
     def save_progress(
-        self, partition_id: str, token: int, cursor: Sequence[Any] | None, success: int, failed: int
+        self,
+        partition_id: str,
+        token: int,
+        cursor: Sequence[Any] | None,
+        success: int,
+        failed: int,
+        writer: str | None = None,
     ) -> None:
         """Record an acknowledged batch: move the cursor, add the counts, renew the heartbeat."""
         pt = self.t.partition
@@ -262,6 +268,8 @@ class CoordinationStore:
         }
         if cursor is not None:
             values["cursor"] = _dump_key(cursor)
+        if writer is not None:
+            values["writer"] = writer
         self._fenced(partition_id, token, None, **values)
 
     def heartbeat(self, partition_id: str, token: int) -> None:
@@ -269,7 +277,7 @@ class CoordinationStore:
 
     def complete(self, partition_id: str, token: int) -> None:
         now = time.time()
-        self._fenced(partition_id, token, P.COMPLETED, completed_at=now, last_heartbeat=now, owner=None)
+        self._fenced(partition_id, token, P.COMPLETED, completed_at=now, last_heartbeat=now)
 
     def release(self, partition_id: str, token: int) -> None:
         """Give a partition back untouched by failure (graceful stop); its cursor is kept."""

@@ -74,6 +74,7 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("success_count", sa.BigInteger, nullable=False, default=0),
         sa.Column("failed_count", sa.BigInteger, nullable=False, default=0),
         sa.Column("owner", sa.String(255)),
+        sa.Column("writer", sa.String(255)),  # the process whose acknowledged writes moved the cursor
         sa.Column("run_id", sa.String(64)),
         sa.Column("claim_token", sa.BigInteger, nullable=False, default=0),
         sa.Column("claims", sa.Integer, nullable=False, default=0),

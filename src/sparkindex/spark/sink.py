@@ -8,6 +8,8 @@ the claim token; if another attempt took the partition over, this one stops touc
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +60,7 @@ class PartitionSink:
         self.buffer: list[tuple[_Claim, BulkDocument]] = []
         self.bytes = 0
         self.written = 0
+        self.identity = f"{socket.gethostname()}:{os.getpid()}"
 
     def _claim(self, pid: str, token: int, entity: str) -> _Claim:
         c = self.claims.get(pid)
@@ -129,7 +132,7 @@ class PartitionSink:
             try:
                 if c.dead:
                     self.store.dead_letters.add(self.job_id, c.entity, pid, c.dead)
-                self.store.save_progress(pid, c.token, c.cursor, c.success, c.failed)
+                self.store.save_progress(pid, c.token, c.cursor, c.success, c.failed, self.identity)
             except LockLost as exc:
                 log.warning("%s; leaving it to its new owner", exc)
                 c.lost = True

@@ -1,0 +1,40 @@
+# sparkindex: every target creates .venv and installs on first use, and checks for Java 17.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
+
+.PHONY: demo test bench lint java venv clean
+
+java:
+	@if ! java -version 2>&1 | grep -q 'version "17'; then \
+	  echo "installing Java 17 (openjdk-17-jre-headless)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
+	fi
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: java venv
+	$(BIN)/sparkindex demo $(if $(ROWS),--rows $(ROWS),)
+
+test: java venv
+	$(BIN)/pytest -q
+
+bench: java venv
+	$(BIN)/python bench/run.py
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+clean:
+	rm -rf demo .sparkindex .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,111 @@
+"""Crashes with real SIGKILLs: the driver mid-job, a Python worker mid-partition."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sparkindex.coordination.states import JobStatus, PartitionStatus
+from tests.e2e.shop import make_shop, store_of, wait_for
+
+pytestmark = pytest.mark.slow
+P = PartitionStatus
+
+
+def _start(cli: Path, pipeline: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(cli), "reindex", "-c", str(pipeline), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=60)
+
+
+def _verify(cli: Path, pipeline: Path) -> dict[str, int]:
+    run = subprocess.run([str(cli), "verify", "-c", str(pipeline), "--json"], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    report: dict[str, int] = orjson.loads(run.stdout.strip().splitlines()[-1])
+    return report
+
+
+def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> None:
+    pipeline = make_shop(tmp_path, products=12_000, partition_size=600, batch_size=200, page_size=200)
+    store = store_of(pipeline)
+    proc = _start(cli, tmp_path / "pipeline.yaml")
+    try:
+        def some_done() -> bool:
+            jobs = store.jobs(["products"])
+            return bool(jobs) and len(store.partitions(jobs[0].id, [P.COMPLETED])) >= 3
+
+        wait_for(some_done, 300, "three completed partitions")
+        os.kill(proc.pid, signal.SIGKILL)  # kill -9 of the driver...
+    finally:
+        _kill_group(proc)  # ...and whatever it left behind, as when its machine dies
+    job = store.jobs(["products"])[0]
+    before = {p.id: p for p in store.partitions(job.id)}
+    completed = {pid for pid, p in before.items() if p.status == P.COMPLETED}
+    assert 3 <= len(completed) < len(before), "the kill must land mid-job"
+    assert store.job(job.id).status == JobStatus.RUNNING  # nobody recorded an end: a real crash
+
+    rerun = subprocess.run([str(cli), "reindex", "-c", str(tmp_path / "pipeline.yaml"), "--json"],
+                           capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    summary = orjson.loads(rerun.stdout.strip().splitlines()[-1])
+    assert summary["job_id"] == job.id, "the rerun resumes the same job"
+    assert summary["status"] == "COMPLETED"
+    assert summary["indexed"] == summary["source_rows"] == 12_000
+
+    after = {p.id: p for p in store.partitions(job.id)}
+    assert all(p.status == P.COMPLETED for p in after.values())
+    for pid in completed:  # completed partitions were never read again
+        assert after[pid].claims == before[pid].claims == 1
+    for pid, p in before.items():  # in-flight ones resumed from their cursor: counts only grow by the rest
+        if p.status != P.COMPLETED:
+            assert after[pid].success_count == after[pid].estimated_count or after[pid].success_count > 0
+    report = _verify(cli, tmp_path / "pipeline.yaml")
+    assert (report["missing"], report["extra"], report["stale"], report["checked"]) == (0, 0, 0, 12_000)
+
+
+def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
+    pipeline = make_shop(tmp_path, products=8_000, partition_size=2000, batch_size=100, page_size=100)
+    store = store_of(pipeline)
+    proc = _start(cli, tmp_path / "pipeline.yaml")
+    victim: dict[str, object] = {}
+    try:
+        def mid_partition() -> bool:
+            jobs = store.jobs(["products"])
+            if not jobs:
+                return False
+            for p in store.partitions(jobs[0].id, [P.PROCESSING]):
+                if p.cursor is not None and p.writer and p.success_count < p.estimated_count // 2:
+                    victim.update(pid=p.id, writer=p.writer, cursor=p.cursor)
+                    return True
+            return False
+
+        wait_for(mid_partition, 300, "a partition half-way through")
+        worker_pid = int(str(victim["writer"]).split(":")[1])
+        os.kill(worker_pid, signal.SIGKILL)  # the Python worker writing that partition, mid-way
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+    assert proc.returncode == 0, err
+    summary = orjson.loads(out.strip().splitlines()[-1])
+    assert summary["status"] == "COMPLETED" and summary["indexed"] == 8_000
+    killed = store.partition(str(victim["pid"]))
+    assert killed.status == P.COMPLETED
+    assert killed.claims >= 2, "a retry claimed the partition again after the kill"
+    report = _verify(cli, tmp_path / "pipeline.yaml")
+    assert (report["missing"], report["extra"], report["stale"]) == (0, 0, 0)

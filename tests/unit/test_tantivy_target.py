@@ -1,0 +1,196 @@
+"""The embedded Tantivy target: versions, aliases, pruning, upserts, scans, search, and many writers."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sparkindex.errors import LockLost, PermanentError
+from sparkindex.targets.base import BulkDocument
+from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
+
+MAPPING = {"properties": {"name": {"type": "text"}, "stock": {"type": "long"}}}
+
+
+def doc(doc_id: str, name: str, stock: int = 1) -> BulkDocument:
+    return BulkDocument(doc_id, orjson.dumps({"name": name, "stock": stock}), f"h-{doc_id}-{name}")
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> TantivyTarget:
+    return TantivyTarget(TantivyTargetConfig(root=tmp_path))
+
+
+def test_create_version_numbers_versions(target: TantivyTarget) -> None:
+    assert target.list_versions("t") == []
+    assert target.create_version("t", MAPPING) == "t_v1"
+    assert target.create_version("t", MAPPING) == "t_v2"
+    assert target.create_version("other", MAPPING) == "other_v1"
+    assert target.list_versions("t") == ["t_v1", "t_v2"]
+    assert target.version_exists("t_v2") and not target.version_exists("t_v3")
+    assert target.count("t_v1") == 0
+
+
+def test_versions_sort_numerically(target: TantivyTarget) -> None:
+    names = [target.create_version("t", MAPPING) for _ in range(11)]
+    assert names[-1] == "t_v11"
+    assert target.list_versions("t") == [f"t_v{n}" for n in range(1, 12)]
+
+
+def test_next_version_after_a_deleted_one(target: TantivyTarget) -> None:
+    target.create_version("t", MAPPING)
+    target.create_version("t", MAPPING)
+    target.delete_version("t_v1")
+    assert target.list_versions("t") == ["t_v2"]
+    assert target.create_version("t", MAPPING) == "t_v3"
+
+
+def test_swap_alias_and_alias_target(target: TantivyTarget) -> None:
+    v1 = target.create_version("t", MAPPING)
+    v2 = target.create_version("t", MAPPING)
+    target.bulk(v1, [doc("1", "old")])
+    target.bulk(v2, [doc("1", "new"), doc("2", "new")])
+    assert target.alias_target("t") is None
+    assert target.swap_alias("t", v1, fence=1) is None
+    assert target.alias_target("t") == v1
+    assert target.count("t") == 1  # reads through the alias
+    assert target.swap_alias("t", v2, fence=2) == v1
+    assert target.alias_target("t") == v2
+    assert target.count("t") == 2
+    # a fresh instance (another process) sees the same alias
+    assert TantivyTarget(TantivyTargetConfig(root=target.root)).alias_target("t") == v2
+
+
+def test_swap_alias_refuses_missing_index_and_old_fence(target: TantivyTarget) -> None:
+    v1 = target.create_version("t", MAPPING)
+    v2 = target.create_version("t", MAPPING)
+    with pytest.raises(PermanentError):
+        target.swap_alias("t", "t_v9", fence=1)
+    assert target.alias_target("t") is None
+    target.swap_alias("t", v1, fence=3)
+    with pytest.raises(LockLost):
+        target.swap_alias("t", v2, fence=2)
+    assert target.alias_target("t") == v1
+
+
+def test_prune_keeps_newest_and_never_the_alias_target(target: TantivyTarget) -> None:
+    versions = [target.create_version("t", MAPPING) for _ in range(5)]
+    target.swap_alias("t", versions[0], fence=1)  # the alias still points at the oldest
+    doomed = target.prune_versions("t", keep=2)
+    assert doomed == ["t_v2", "t_v3"]
+    assert target.list_versions("t") == ["t_v1", "t_v4", "t_v5"]
+    assert not (target.root / "t_v2").exists()
+    assert target.alias_target("t") == "t_v1"
+
+
+def test_prune_with_alias_on_newest(target: TantivyTarget) -> None:
+    for _ in range(4):
+        target.create_version("t", MAPPING)
+    target.swap_alias("t", "t_v4", fence=1)
+    assert target.prune_versions("t", keep=1) == ["t_v1", "t_v2", "t_v3"]
+    assert target.list_versions("t") == ["t_v4"]
+    assert target.prune_versions("t", keep=1) == []
+
+
+def test_prune_leaves_other_aliases_alone(target: TantivyTarget) -> None:
+    for _ in range(3):
+        target.create_version("t", MAPPING)
+    target.create_version("t_x", MAPPING)  # another alias whose name starts like ours
+    target.prune_versions("t", keep=1)
+    assert target.list_versions("t") == ["t_v3"]
+    assert target.list_versions("t_x") == ["t_x_v1"]
+
+
+def test_delete_aliased_version_is_refused(target: TantivyTarget) -> None:
+    v1 = target.create_version("t", MAPPING)
+    target.bulk(v1, [doc("1", "kept")])
+    target.swap_alias("t", v1, fence=1)
+    with pytest.raises(PermanentError) as info:
+        target.delete_version(v1)
+    assert "'t'" in str(info.value)
+    assert target.version_exists(v1)
+    assert target.count(v1) == 1
+
+
+def test_bulk_upserts_by_id(target: TantivyTarget) -> None:
+    ix = target.create_version("t", MAPPING)
+    first = target.bulk(ix, [doc("1", "first version"), doc("2", "other")])
+    assert [r.ok for r in first] == [True, True]
+    second = target.bulk(ix, [doc("1", "second version")])
+    assert [(r.id, r.ok) for r in second] == [("1", True)]
+    assert target.count(ix) == 2
+    hits = {h.id: h for h in target.search(ix, "version")}
+    assert set(hits) == {"1"}
+    assert hits["1"].source == {"name": "second version", "stock": 1}
+    assert dict(target.scan_hashes(ix))["1"] == "h-1-second version"
+
+
+def test_bulk_same_id_twice_in_one_batch_keeps_the_last(target: TantivyTarget) -> None:
+    ix = target.create_version("t", MAPPING)
+    target.bulk(ix, [doc("1", "early"), doc("1", "late")])
+    assert target.count(ix) == 1
+    assert dict(target.scan_hashes(ix)) == {"1": "h-1-late"}
+
+
+def test_bulk_results_are_in_order(target: TantivyTarget) -> None:
+    ix = target.create_version("t", MAPPING)
+    docs = [doc(str(i), f"n{i}") for i in range(20)]
+    docs[7] = BulkDocument("7", orjson.dumps({"name": "bad", "stock": "x"}), "h")
+    results = target.bulk(ix, docs)
+    assert [r.id for r in results] == [d.id for d in docs]
+    assert [r.ok for r in results] == [i != 7 for i in range(20)]
+    assert target.count(ix) == 19
+
+
+def test_scan_hashes_returns_every_id_and_hash(target: TantivyTarget) -> None:
+    ix = target.create_version("t", MAPPING)
+    assert list(target.scan_hashes(ix)) == []
+    docs = [doc(str(i), f"name {i}", i) for i in range(250)]
+    target.bulk(ix, docs[:100])
+    target.bulk(ix, docs[100:])
+    scanned = list(target.scan_hashes(ix))
+    assert len(scanned) == 250
+    assert dict(scanned) == {d.id: d.hash for d in docs}
+
+
+def test_search_finds_by_a_word_in_a_text_field(target: TantivyTarget) -> None:
+    ix = target.create_version("t", MAPPING)
+    target.bulk(ix, [doc("1", "Wireless Speaker"), doc("2", "USB cable"), doc("3", "wired speaker stand")])
+    target.swap_alias("t", ix, fence=1)
+    assert {h.id for h in target.search("t", "wireless")} == {"1"}
+    assert {h.id for h in target.search("t", "speaker")} == {"1", "3"}
+    assert target.search("t", "toaster") == []
+    (hit,) = target.search(ix, "cable")
+    assert hit.id == "2" and hit.source == {"name": "USB cable", "stock": 1} and hit.score > 0
+    assert len(target.search("t", "speaker", limit=1)) == 1
+
+
+def test_reads_of_a_missing_index_are_permanent(target: TantivyTarget) -> None:
+    with pytest.raises(PermanentError):
+        target.count("nothing_v1")
+
+
+# -- several writer processes on one version -------------------------------------------------------
+def _write_range(root: str, index: str, start: int, stop: int, batch: int) -> int:
+    target = TantivyTarget(TantivyTargetConfig(root=Path(root), writer_heap_mb=16, writer_threads=1))
+    ok = 0
+    for lo in range(start, stop, batch):
+        docs = [doc(str(i), f"item {i}", i) for i in range(lo, min(stop, lo + batch))]
+        ok += sum(r.ok for r in target.bulk(index, docs))
+    return ok
+
+
+def test_two_processes_writing_one_version_lose_nothing(tmp_path: Path) -> None:
+    target = TantivyTarget(TantivyTargetConfig(root=tmp_path))
+    ix = target.create_version("t", MAPPING)
+    ctx = multiprocessing.get_context("spawn")
+    jobs = [(str(tmp_path), ix, 0, 600, 50), (str(tmp_path), ix, 10_000, 10_400, 40)]
+    with ctx.Pool(2) as pool:
+        written = pool.starmap(_write_range, jobs)
+    assert written == [600, 400]
+    assert target.count(ix) == sum(written)
+    ids = {i for i, _ in target.scan_hashes(ix)}
+    assert ids == {str(i) for i in range(600)} | {str(i) for i in range(10_000, 10_400)}

@@ -21,7 +21,7 @@ def make_shop(directory: Path, products: int, partition_size: int, extra_yaml: s
     if page_size is not None:
         text = text.replace("    complexity: 3.0\n", f"    complexity: 3.0\n    page_size: {page_size}\n")
     if batch_size is not None:
-        text = text.replace("  batch_size: 5000\n", f"  batch_size: {batch_size}\n")
+        text = text.replace("  batch_size: 10000\n", f"  batch_size: {batch_size}\n")
     (directory / "pipeline.yaml").write_text(text + extra_yaml, encoding="utf-8")
     return load_pipeline(directory / "pipeline.yaml")
 

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from sparkindex.config import load_pipeline, parse_pipeline, redact_url
+from sparkindex.config.model import Pipeline
 from sparkindex.errors import ConfigError, UsageError
 
 GOOD = """\
@@ -25,7 +26,7 @@ indexes:
 """
 
 
-def parse(text: str, tmp_path: Path, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def parse(text: str, tmp_path: Path, env: dict[str, str] | None = None) -> Pipeline:
     return parse_pipeline(text, origin="p.yaml", base_dir=tmp_path, env={} if env is None else env)
 
 
@@ -150,8 +151,12 @@ def test_default_coordination_store_lives_beside_the_pipeline(tmp_path: Path) ->
 
 
 def test_absolute_and_memory_urls_are_untouched(tmp_path: Path) -> None:
-    assert parse(GOOD.replace("sqlite:///shop.db", "sqlite:////abs/x.db"), tmp_path).source_url() == "sqlite:////abs/x.db"
-    assert parse(GOOD.replace("sqlite:///shop.db", "'sqlite:///:memory:'"), tmp_path).source_url() == "sqlite:///:memory:"
+    assert (
+        parse(GOOD.replace("sqlite:///shop.db", "sqlite:////abs/x.db"), tmp_path).source_url() == "sqlite:////abs/x.db"
+    )
+    assert (
+        parse(GOOD.replace("sqlite:///shop.db", "'sqlite:///:memory:'"), tmp_path).source_url() == "sqlite:///:memory:"
+    )
 
 
 def test_load_pipeline_anchors_to_the_file_not_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,8 +172,6 @@ def test_load_pipeline_anchors_to_the_file_not_the_cwd(tmp_path: Path, monkeypat
 
 def test_wire_round_trip_keeps_anchor(tmp_path: Path) -> None:
     p = parse(GOOD, tmp_path)
-    from sparkindex.config.model import Pipeline
-
     q = Pipeline.from_wire(orjson.loads(orjson.dumps(p.to_wire())))
     assert q.source_url() == p.source_url() and q.origin == "p.yaml"
 
@@ -221,7 +224,9 @@ def make_db(path: Path) -> Path:
     return path
 
 
-def run_cli(tmp_path: Path, yaml_text: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    tmp_path: Path, yaml_text: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml_text, encoding="utf-8")
     full_env = {k: v for k, v in os.environ.items() if k not in {"DB_URL", "DB_PASSWORD"}}
@@ -229,7 +234,11 @@ def run_cli(tmp_path: Path, yaml_text: str, *args: str, env: dict[str, str] | No
     full_env.update(env or {})
     return subprocess.run(
         [str(CLI), *args, "-c", str(path)],
-        cwd=tmp_path, env=full_env, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -258,8 +267,9 @@ def test_cli_verify_missing_env_variable(tmp_path: Path) -> None:
 
 def test_cli_verify_unknown_table(tmp_path: Path) -> None:
     make_db(tmp_path / "shop.db")
-    res = run_cli(tmp_path, pipeline_yaml(url="sqlite:///shop.db?password=hunter2", index="    table: prods\n"),
-                  "verify")
+    res = run_cli(
+        tmp_path, pipeline_yaml(url="sqlite:///shop.db?password=hunter2", index="    table: prods\n"), "verify"
+    )
     assert res.returncode == 2, res.stderr
     err = one_line(res.stderr)
     assert "'prods'" in err and "indexes[0].table" in err

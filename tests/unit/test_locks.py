@@ -65,9 +65,7 @@ def test_locks_are_per_key(locks: LockManager) -> None:
         locks.acquire("orders", "a", ttl_s=300)
 
 
-def test_expired_lock_is_taken_over_and_old_token_is_fenced(
-    store: CoordinationStore, locks: LockManager
-) -> None:
+def test_expired_lock_is_taken_over_and_old_token_is_fenced(store: CoordinationStore, locks: LockManager) -> None:
     assert locks.acquire("products", "driver-a", ttl_s=300) == 1
     expire(store, "products")
     assert locks.acquire("products", "driver-b", ttl_s=300) == 2
@@ -128,8 +126,9 @@ def test_holder_is_dead_allows_takeover_of_unexpired_lock(locks: LockManager) ->
         locks.acquire("products", "host:2:run-b", ttl_s=300, holder_is_dead=alive)
     assert seen and seen[0].holder == "host:1:run-a" and seen[0].job_id == "job-a"
 
-    token = locks.acquire("products", "host:2:run-b", ttl_s=300, job_id="job-b",
-                          holder_is_dead=lambda lock: lock.holder == "host:1:run-a")
+    token = locks.acquire(
+        "products", "host:2:run-b", ttl_s=300, job_id="job-b", holder_is_dead=lambda lock: lock.holder == "host:1:run-a"
+    )
     assert token == 2
     rec = locks.get("products")
     assert rec is not None and rec.holder == "host:2:run-b" and rec.job_id == "job-b"
@@ -203,9 +202,21 @@ def job_in(store: CoordinationStore, status: JobStatus) -> JobRecord:
 
 def fake_job(status: JobStatus, updated_at: float) -> JobRecord:
     return JobRecord(
-        id="job-1", aliases=("products",), status=status, config={}, targets={}, run_id=None,
-        total_records=0, processed_records=0, success_records=0, failed_records=0,
-        created_at=updated_at, started_at=None, completed_at=None, updated_at=updated_at, error_message=None,
+        id="job-1",
+        aliases=("products",),
+        status=status,
+        config={},
+        targets={},
+        run_id=None,
+        total_records=0,
+        processed_records=0,
+        success_records=0,
+        failed_records=0,
+        created_at=updated_at,
+        started_at=None,
+        completed_at=None,
+        updated_at=updated_at,
+        error_message=None,
     )
 
 
@@ -317,9 +328,7 @@ def test_recover_too_old_running_job_fails(store: CoordinationStore) -> None:
 
 
 @pytest.mark.parametrize("status", [J.FAILED, J.STOPPED], ids=str)
-def test_recover_too_old_resumable_job_ends_failed_without_error(
-    store: CoordinationStore, status: JobStatus
-) -> None:
+def test_recover_too_old_resumable_job_ends_failed_without_error(store: CoordinationStore, status: JobStatus) -> None:
     """An orphan untouched beyond the recovery age ends FAILED (docstring) - including one that
     already is FAILED: `reindex` calls recover() on every unfinished job, FAILED ones included."""
     job = _make_old(store, job_in(store, status).id, 2 * MAX_AGE)

@@ -154,7 +154,7 @@ def test_bulk_with_retries_returns_rejected_document_and_writes_the_rest(tmp_pat
 
     assert outcome.success == 5
     assert [f[0] for f in outcome.failures] == ["bad"]
-    doc_id, error_class, message = outcome.failures[0]
+    _, error_class, message = outcome.failures[0]
     assert error_class == "MappingRejected"
     assert "stock" in message
     assert slept == [], "a permanent item failure is not retried"
@@ -176,8 +176,9 @@ def test_bulk_with_retries_to_a_missing_index_is_permanent(tmp_path: Path) -> No
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path))
     slept: list[float] = []
     with pytest.raises(PermanentError):
-        bulk_with_retries(target, "t_v9", [doc("1", {"name": "x"})], retries=3,
-                          backoff=Backoff(jitter=0.0), sleep=slept.append)
+        bulk_with_retries(
+            target, "t_v9", [doc("1", {"name": "x"})], retries=3, backoff=Backoff(jitter=0.0), sleep=slept.append
+        )
     assert slept == []
 
 
@@ -205,8 +206,7 @@ def test_bulk_with_retries_retries_a_busy_writer_lock(tmp_path: Path) -> None:
             held.release()  # the peer finishes its commit during our second pause
 
     docs = [doc(str(i), {"name": f"n{i}", "stock": i}) for i in range(3)]
-    outcome = bulk_with_retries(target, index, docs, retries=5, backoff=Backoff(initial_s=0.5, jitter=0.0),
-                                sleep=sleep)
+    outcome = bulk_with_retries(target, index, docs, retries=5, backoff=Backoff(initial_s=0.5, jitter=0.0), sleep=sleep)
     assert outcome.success == 3 and outcome.failures == []
     assert slept == [0.5, 1.0]
     assert target.count(index) == 3
@@ -219,8 +219,14 @@ def test_bulk_with_retries_raises_when_retries_are_exhausted(tmp_path: Path) -> 
     slept: list[float] = []
     try:
         with pytest.raises(TransientError):
-            bulk_with_retries(target, index, [doc("1", {"name": "x", "stock": 1})], retries=2,
-                              backoff=Backoff(initial_s=0.5, jitter=0.0), sleep=slept.append)
+            bulk_with_retries(
+                target,
+                index,
+                [doc("1", {"name": "x", "stock": 1})],
+                retries=2,
+                backoff=Backoff(initial_s=0.5, jitter=0.0),
+                sleep=slept.append,
+            )
     finally:
         held.release()
     assert slept == [0.5, 1.0]

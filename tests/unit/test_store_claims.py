@@ -74,7 +74,7 @@ def _claim_all(url: str, job_id: str, n: int, barrier: object, results: object) 
             if rec.status != P.PROCESSING or rec.owner != f"w{n}":
                 raise AssertionError(f"claim_next returned {rec}")
             got.append(rec.id)
-    except Exception as exc:  # reported to the parent, which fails the test
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
         error = repr(exc)
     finally:
         store.close()
@@ -82,17 +82,14 @@ def _claim_all(url: str, job_id: str, n: int, barrier: object, results: object) 
 
 
 @pytest.mark.slow
-def test_claim_race_16_processes_each_partition_claimed_exactly_once(
-    tmp_path: Path, store: CoordinationStore
-) -> None:
+def test_claim_race_16_processes_each_partition_claimed_exactly_once(tmp_path: Path, store: CoordinationStore) -> None:
     job_id, ids = new_job(store, 200)
     assert len(set(ids)) == 200
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
     queue = ctx.Queue()
     procs = [
-        ctx.Process(target=_claim_all, args=(url_for(tmp_path), job_id, n, barrier, queue))
-        for n in range(WORKERS)
+        ctx.Process(target=_claim_all, args=(url_for(tmp_path), job_id, n, barrier, queue)) for n in range(WORKERS)
     ]
     for proc in procs:
         proc.start()
@@ -255,7 +252,7 @@ def test_fail_goes_pending_under_limit_then_failed(store: CoordinationStore) -> 
 
 
 def test_fail_with_a_stale_token_is_lock_lost(store: CoordinationStore) -> None:
-    job_id, (pid,) = new_job(store, 1)
+    _, (pid,) = new_job(store, 1)
     first = store.claim(pid, "a", "run-A", stale_after_s=3600)
     second = store.claim(pid, "b", "run-A", stale_after_s=3600)
     assert first is not None and second is not None
@@ -299,8 +296,7 @@ def test_stats_and_roll_up(store: CoordinationStore) -> None:
     job = store.create_job(["products", "orders"], {}, "test")
     store.add_partitions(
         job.id,
-        [spec(0, estimated=100), spec(1, estimated=50), spec(2, estimated=25),
-         spec(0, entity="orders", estimated=40)],
+        [spec(0, estimated=100), spec(1, estimated=50), spec(2, estimated=25), spec(0, entity="orders", estimated=40)],
     )
     before = store.stats(job.id)
     assert set(before) == {"orders", "products"}

@@ -173,23 +173,56 @@ def test_reads_of_a_missing_index_are_permanent(target: TantivyTarget) -> None:
         target.count("nothing_v1")
 
 
+def test_writer_lock_is_held_until_the_tantivy_writer_is_gone(tmp_path: Path) -> None:
+    """Once a target's writer lock is free, another writer must be able to open the index.
+
+    ``bulk`` and ``finish_version`` use ``with self._writer(index) as writer:``; the caller's
+    ``writer`` name keeps Tantivy's IndexWriter (and Tantivy's own directory lock) alive after the
+    file lock was released. Reproduced here deterministically with the same ``with`` statement.
+    """
+    a = TantivyTarget(TantivyTargetConfig(root=tmp_path))
+    b = TantivyTarget(TantivyTargetConfig(root=tmp_path, lock_timeout_s=0.2))
+    ix = a.create_version("t", MAPPING)
+    with a._writer(ix) as writer:
+        writer.commit()
+    # a's lock file is unlocked: it has finished writing, so b may write now
+    results = b.bulk(ix, [doc("1", "after a")])
+    assert [r.ok for r in results] == [True]
+    assert b.count(ix) == 1
+
+
 # -- several writer processes on one version -------------------------------------------------------
-def _write_range(root: str, index: str, start: int, stop: int, batch: int) -> int:
+def _write_range(root: str, index: str, start: int, stop: int, batch: int, barrier: object, out: object) -> None:
+    """Spawned writer: open the target, wait for the other writer, then bulk-write ids [start, stop)."""
     target = TantivyTarget(TantivyTargetConfig(root=Path(root), writer_heap_mb=16, writer_threads=1))
-    ok = 0
-    for lo in range(start, stop, batch):
-        docs = [doc(str(i), f"item {i}", i) for i in range(lo, min(stop, lo + batch))]
-        ok += sum(r.ok for r in target.bulk(index, docs))
-    return ok
+    ok, error = 0, None
+    try:
+        barrier.wait(timeout=120)  # type: ignore[attr-defined]
+        for lo in range(start, stop, batch):
+            docs = [doc(str(i), f"item {i}", i) for i in range(lo, min(stop, lo + batch))]
+            ok += sum(r.ok for r in target.bulk(index, docs))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
+        error = repr(exc)
+    out.put((start, ok, error))  # type: ignore[attr-defined]
 
 
 def test_two_processes_writing_one_version_lose_nothing(tmp_path: Path) -> None:
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path))
     ix = target.create_version("t", MAPPING)
     ctx = multiprocessing.get_context("spawn")
-    jobs = [(str(tmp_path), ix, 0, 600, 50), (str(tmp_path), ix, 10_000, 10_400, 40)]
-    with ctx.Pool(2) as pool:
-        written = pool.starmap(_write_range, jobs)
+    barrier = ctx.Barrier(2)
+    out = ctx.Queue()
+    ranges = [(0, 600, 50), (10_000, 10_400, 40)]  # 12 + 10 bulks, interleaved
+    procs = [ctx.Process(target=_write_range, args=(str(tmp_path), ix, a, b, n, barrier, out)) for a, b, n in ranges]
+    for proc in procs:
+        proc.start()
+    try:
+        reports = sorted(out.get(timeout=120) for _ in procs)
+    finally:
+        for proc in procs:
+            proc.join(timeout=60)
+    assert [err for _, _, err in reports] == [None, None]
+    written = [ok for _, ok, _ in reports]
     assert written == [600, 400]
     assert target.count(ix) == sum(written)
     ids = {i for i, _ in target.scan_hashes(ix)}

@@ -18,7 +18,9 @@ from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.errors import SparkIndexError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Distributed, fault-tolerant search indexing on Spark.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Distributed, fault-tolerant search indexing on Spark."
+)
 dlq_app = typer.Typer(no_args_is_help=True, help="Dead letters: documents that failed permanently.")
 app.add_typer(dlq_app, name="dlq")
 
@@ -51,8 +53,10 @@ def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json:
         summary = ReindexJob(pipeline, index, new=new, progress=progress).run()
     s = summary
     colour = {0: "green", 1: "yellow"}.get(s.exit_code, "red")
-    err.print(f"[bold {colour}]{s.status}[/] {s.alias} -> {s.index}: {s.indexed:,} indexed of {s.source_rows:,} "
-              f"source rows, {s.failed:,} failed, {s.seconds:.1f} s")
+    err.print(
+        f"[bold {colour}]{s.status}[/] {s.alias} -> {s.index}: {s.indexed:,} indexed of {s.source_rows:,} "
+        f"source rows, {s.failed:,} failed, {s.seconds:.1f} s"
+    )
     if as_json:
         _emit_json(orjson.loads(s.to_json()))
     return s.exit_code
@@ -115,10 +119,23 @@ def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> 
         raise typer.Exit(0)
     stats = store.stats(job.id)
     body = {
-        "job_id": job.id, "status": str(job.status), "aliases": list(job.aliases), "indexes": job.targets,
-        "error": job.error_message, "created_at": job.created_at, "completed_at": job.completed_at,
-        "entities": {k: {"total": s.total, "processed": s.processed, "success": s.success, "failed": s.failed,
-                         "partitions": s.partitions} for k, s in stats.items()},
+        "job_id": job.id,
+        "status": str(job.status),
+        "aliases": list(job.aliases),
+        "indexes": job.targets,
+        "error": job.error_message,
+        "created_at": job.created_at,
+        "completed_at": job.completed_at,
+        "entities": {
+            k: {
+                "total": s.total,
+                "processed": s.processed,
+                "success": s.success,
+                "failed": s.failed,
+                "partitions": s.partitions,
+            }
+            for k, s in stats.items()
+        },
         "dead_letters": store.dead_letters.count(job.id),
     }
     if json:
@@ -157,8 +174,10 @@ def verify(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> 
     total = {k: sum(getattr(r, k) for r in reports) for k in ("missing", "extra", "stale", "checked")}
     for r in reports:
         colour = "green" if r.clean else "red"
-        err.print(f"[{colour}]{r.alias}[/] ({r.index}): checked {r.checked:,}, missing {r.missing:,}, "
-                  f"extra {r.extra:,}, stale {r.stale:,}")
+        err.print(
+            f"[{colour}]{r.alias}[/] ({r.index}): checked {r.checked:,}, missing {r.missing:,}, "
+            f"extra {r.extra:,}, stale {r.stale:,}"
+        )
     if json:
         _emit_json({**total, "aliases": {r.alias: r.to_dict() for r in reports}})
     raise typer.Exit(0 if all(r.clean for r in reports) else 1)

@@ -66,5 +66,6 @@ class RichProgress:
             parts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(s.partitions.items()))
             if entity not in self.tasks:
                 self.tasks[entity] = self.progress.add_task(entity, total=max(s.total, 1), parts=parts)
-            self.progress.update(self.tasks[entity], completed=s.processed, total=max(s.total, s.processed, 1),
-                                 parts=parts)
+            self.progress.update(
+                self.tasks[entity], completed=s.processed, total=max(s.total, s.processed, 1), parts=parts
+            )

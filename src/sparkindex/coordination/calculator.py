@@ -27,7 +27,9 @@ class EntityPlanInput:
 def plan_partitions(source: Source, entities: Sequence[EntityPlanInput], job: JobConfig) -> list[PartitionSpec]:
     counts = {e.config.alias: source.count(e.table) for e in entities}
     wanted = {
-        e.config.alias: min(job.max_partitions_per_entity, max(1, math.ceil(counts[e.config.alias] / e.config.partition_size)))
+        e.config.alias: min(
+            job.max_partitions_per_entity, max(1, math.ceil(counts[e.config.alias] / e.config.partition_size))
+        )
         for e in entities
     }
     total = sum(wanted.values())
@@ -36,18 +38,22 @@ def plan_partitions(source: Source, entities: Sequence[EntityPlanInput], job: Jo
     for e in entities:
         alias = e.config.alias
         limit = max(1, math.floor(wanted[alias] * scale))
-        size = max(e.config.partition_size, math.ceil(counts[alias] / limit)) if counts[alias] else e.config.partition_size
+        size = (
+            max(e.config.partition_size, math.ceil(counts[alias] / limit)) if counts[alias] else e.config.partition_size
+        )
         ranges = source.split_keys(e.table, e.key, size, limit)
         per = math.ceil(counts[alias] / len(ranges)) if ranges else 0
         for i, rng in enumerate(ranges):
-            specs.append(PartitionSpec(
-                entity=alias,
-                partition_index=i,
-                range_start=rng.after,
-                range_end=rng.upto,
-                estimated_count=per,
-                work_units=math.ceil(per * e.config.complexity),
-                priority=e.config.priority,
-            ))
+            specs.append(
+                PartitionSpec(
+                    entity=alias,
+                    partition_index=i,
+                    range_start=rng.after,
+                    range_end=rng.upto,
+                    estimated_count=per,
+                    work_units=math.ceil(per * e.config.complexity),
+                    priority=e.config.priority,
+                )
+            )
     specs.sort(key=lambda s: (-s.priority, -s.work_units, s.entity, s.partition_index))
     return specs

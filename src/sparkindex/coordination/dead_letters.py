@@ -16,9 +16,7 @@ class DeadLetterStore:
         self.engine = engine
         self.t = table
 
-    def add(
-        self, job_id: str, alias: str, partition_id: str | None, failures: Sequence[tuple[str, str, str]]
-    ) -> None:
+    def add(self, job_id: str, alias: str, partition_id: str | None, failures: Sequence[tuple[str, str, str]]) -> None:
         """Record (doc_id, error_class, message) failures; a repeat bumps attempts and last_seen."""
         if not failures:
             return
@@ -29,14 +27,29 @@ class DeadLetterStore:
                 res = conn.execute(
                     t.update()
                     .where(t.c.alias == alias, t.c.doc_id == doc_id)
-                    .values(job_id=job_id, partition_id=partition_id, error_class=error_class,
-                            error_message=message[:4000], attempts=t.c.attempts + 1, last_seen=now)
+                    .values(
+                        job_id=job_id,
+                        partition_id=partition_id,
+                        error_class=error_class,
+                        error_message=message[:4000],
+                        attempts=t.c.attempts + 1,
+                        last_seen=now,
+                    )
                 )
                 if res.rowcount == 0:
-                    conn.execute(t.insert().values(
-                        alias=alias, doc_id=doc_id, job_id=job_id, partition_id=partition_id,
-                        error_class=error_class, error_message=message[:4000], attempts=1,
-                        first_seen=now, last_seen=now))
+                    conn.execute(
+                        t.insert().values(
+                            alias=alias,
+                            doc_id=doc_id,
+                            job_id=job_id,
+                            partition_id=partition_id,
+                            error_class=error_class,
+                            error_message=message[:4000],
+                            attempts=1,
+                            first_seen=now,
+                            last_seen=now,
+                        )
+                    )
 
     def list(self, alias: str | None = None, job_id: str | None = None, limit: int = 1000) -> list[DeadLetter]:
         stmt = sa.select(self.t).order_by(self.t.c.last_seen.desc()).limit(limit)
@@ -49,10 +62,16 @@ class DeadLetterStore:
 
     def count(self, job_id: str) -> int:
         with self.engine.connect() as conn:
-            return int(conn.execute(
-                sa.select(sa.func.count()).select_from(self.t).where(self.t.c.job_id == job_id)).scalar_one())
+            return int(
+                conn.execute(
+                    sa.select(sa.func.count()).select_from(self.t).where(self.t.c.job_id == job_id)
+                ).scalar_one()
+            )
 
     def remove(self, alias: str, doc_ids: Sequence[str]) -> int:
         with self.engine.begin() as conn:
-            return int(conn.execute(
-                self.t.delete().where(self.t.c.alias == alias, self.t.c.doc_id.in_(list(doc_ids)))).rowcount)
+            return int(
+                conn.execute(
+                    self.t.delete().where(self.t.c.alias == alias, self.t.c.doc_id.in_(list(doc_ids)))
+                ).rowcount
+            )

@@ -28,8 +28,9 @@ class LockManager:
             row = conn.execute(sa.select(self.t).where(self.t.c.lock_key == key)).first()
         if row is None:
             return None
-        return LockRecord(row.lock_key, row.job_id, row.holder, row.token, row.acquired_at,
-                          row.last_heartbeat, row.expires_at)
+        return LockRecord(
+            row.lock_key, row.job_id, row.holder, row.token, row.acquired_at, row.last_heartbeat, row.expires_at
+        )
 
     def acquire(
         self,
@@ -49,9 +50,17 @@ class LockManager:
             try:
                 with self.engine.begin() as conn:
                     if current is None:
-                        conn.execute(self.t.insert().values(
-                            lock_key=key, job_id=job_id, holder=holder, token=1,
-                            acquired_at=now, last_heartbeat=now, expires_at=now + ttl_s))
+                        conn.execute(
+                            self.t.insert().values(
+                                lock_key=key,
+                                job_id=job_id,
+                                holder=holder,
+                                token=1,
+                                acquired_at=now,
+                                last_heartbeat=now,
+                                expires_at=now + ttl_s,
+                            )
+                        )
                         return 1
                     if current.holder != holder and current.expires_at > now and not holder_is_dead(current):
                         raise LockHeld(
@@ -62,8 +71,14 @@ class LockManager:
                     res = conn.execute(
                         self.t.update()
                         .where(self.t.c.lock_key == key, self.t.c.token == current.token)
-                        .values(job_id=job_id, holder=holder, token=current.token + 1,
-                                acquired_at=now, last_heartbeat=now, expires_at=now + ttl_s)
+                        .values(
+                            job_id=job_id,
+                            holder=holder,
+                            token=current.token + 1,
+                            acquired_at=now,
+                            last_heartbeat=now,
+                            expires_at=now + ttl_s,
+                        )
                     )
                     if res.rowcount == 1:
                         return current.token + 1
@@ -92,8 +107,11 @@ class LockManager:
         with self.engine.begin() as conn:
             res = conn.execute(
                 self.t.update()
-                .where(self.t.c.lock_key == key, self.t.c.token == token,
-                       self.t.c.job_id.is_(None) if from_job is None else self.t.c.job_id == from_job)
+                .where(
+                    self.t.c.lock_key == key,
+                    self.t.c.token == token,
+                    self.t.c.job_id.is_(None) if from_job is None else self.t.c.job_id == from_job,
+                )
                 .values(job_id=to_job, last_heartbeat=time.time())
             )
         if res.rowcount != 1:

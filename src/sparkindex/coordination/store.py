@@ -77,7 +77,9 @@ class CoordinationStore:
             raise PermanentError(f"job {job_id!r} not found in the coordination store")
         return JobRecord.from_row(row)
 
-    def jobs(self, aliases: Sequence[str] | None = None, statuses: Sequence[JobStatus] | None = None) -> list[JobRecord]:
+    def jobs(
+        self, aliases: Sequence[str] | None = None, statuses: Sequence[JobStatus] | None = None
+    ) -> list[JobRecord]:
         stmt = sa.select(self.t.job).order_by(self.t.job.c.created_at.desc())
         if aliases is not None:
             stmt = stmt.where(self.t.job.c.alias_key == alias_key(aliases))
@@ -198,9 +200,7 @@ class CoordinationStore:
                 return None
         return self.partition(row.id)
 
-    def claim(
-        self, partition_id: str, owner: str, run_id: str, stale_after_s: float
-    ) -> PartitionRecord | None:
+    def claim(self, partition_id: str, owner: str, run_id: str, stale_after_s: float) -> PartitionRecord | None:
         """Claim one specific partition for a Spark task.
 
         Allowed when it is PENDING, re-opened, held by an earlier attempt of this same run (Spark
@@ -293,9 +293,7 @@ class CoordinationStore:
         current = self.partition(partition_id)
         to = P.PENDING if current.retry_count < max_retries else P.FAILED
         pt = self.t.partition
-        self._fenced(
-            partition_id, token, to, owner=None, last_error=error[:4000], retry_count=pt.c.retry_count + 1
-        )
+        self._fenced(partition_id, token, to, owner=None, last_error=error[:4000], retry_count=pt.c.retry_count + 1)
         return to
 
     def reclaim_stale(self, job_id: str, stale_after_s: float, max_retries: int) -> tuple[int, int]:
@@ -312,8 +310,12 @@ class CoordinationStore:
             reset = conn.execute(
                 pt.update()
                 .where(stale, pt.c.retry_count < max_retries)
-                .values(status=P.PENDING, owner=None, retry_count=pt.c.retry_count + 1,
-                        last_error="heartbeat timed out; reclaimed")
+                .values(
+                    status=P.PENDING,
+                    owner=None,
+                    retry_count=pt.c.retry_count + 1,
+                    last_error="heartbeat timed out; reclaimed",
+                )
             ).rowcount
         return reset, failed
 
@@ -336,7 +338,9 @@ class CoordinationStore:
         with self.engine.begin() as conn:
             return int(
                 conn.execute(
-                    pt.update().where(pt.c.job_id == job_id, pt.c.status == P.FAILED).values(status=P.PENDING, retry_count=0)
+                    pt.update()
+                    .where(pt.c.job_id == job_id, pt.c.status == P.FAILED)
+                    .values(status=P.PENDING, retry_count=0)
                 ).rowcount
             )
 
@@ -376,7 +380,15 @@ class CoordinationStore:
             processed_records=sum(s.processed for s in stats.values()),
             success_records=sum(s.success for s in stats.values()),
             failed_records=sum(s.failed for s in stats.values()),
-            stats={k: {"total": s.total, "processed": s.processed, "success": s.success, "failed": s.failed,
-                       "partitions": s.partitions} for k, s in stats.items()},
+            stats={
+                k: {
+                    "total": s.total,
+                    "processed": s.processed,
+                    "success": s.success,
+                    "failed": s.failed,
+                    "partitions": s.partitions,
+                }
+                for k, s in stats.items()
+            },
         )
         return stats

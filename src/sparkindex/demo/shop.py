@@ -10,16 +10,87 @@ import random
 import sqlite3
 from pathlib import Path
 
-WORDS = (
-    "solid light wooden steel compact quiet wireless portable classic modern vintage smart "
-    "durable soft bright warm fresh organic premium rugged slim elegant handy sturdy silent "
-    "lamp chair desk kettle speaker jacket shoe backpack bottle camera blender pillow watch "
-    "guitar bicycle tent mug knife scarf table sofa drill helmet glove boot radio clock"
-).split()
-REVIEW_WORDS = (
-    "great good terrible awful excellent broke works perfectly arrived late quickly cheap "
-    "sturdy flimsy love hate recommend would buy again value price quality battery sound"
-).split()
+WORDS = [
+    "solid",
+    "light",
+    "wooden",
+    "steel",
+    "compact",
+    "quiet",
+    "wireless",
+    "portable",
+    "classic",
+    "modern",
+    "vintage",
+    "smart",
+    "durable",
+    "soft",
+    "bright",
+    "warm",
+    "fresh",
+    "organic",
+    "premium",
+    "rugged",
+    "slim",
+    "elegant",
+    "handy",
+    "sturdy",
+    "silent",
+    "lamp",
+    "chair",
+    "desk",
+    "kettle",
+    "speaker",
+    "jacket",
+    "shoe",
+    "backpack",
+    "bottle",
+    "camera",
+    "blender",
+    "pillow",
+    "watch",
+    "guitar",
+    "bicycle",
+    "tent",
+    "mug",
+    "knife",
+    "scarf",
+    "table",
+    "sofa",
+    "drill",
+    "helmet",
+    "glove",
+    "boot",
+    "radio",
+    "clock",
+]
+REVIEW_WORDS = [
+    "great",
+    "good",
+    "terrible",
+    "awful",
+    "excellent",
+    "broke",
+    "works",
+    "perfectly",
+    "arrived",
+    "late",
+    "quickly",
+    "cheap",
+    "sturdy",
+    "flimsy",
+    "love",
+    "hate",
+    "recommend",
+    "would",
+    "buy",
+    "again",
+    "value",
+    "price",
+    "quality",
+    "battery",
+    "sound",
+]
 COUNTRIES = ["DE", "FR", "US", "GB", "JP", "BR", "IN", "NL", "SE", "ES"]
 
 SCHEMA = """
@@ -74,7 +145,7 @@ indexes:
       name: {{analyzer: english, keyword: true, copy_to: [all_text]}}
       description: {{analyzer: english, copy_to: [all_text]}}
 job:
-  batch_size: 5000
+  batch_size: 10000
 """
 
 
@@ -104,18 +175,22 @@ def generate_shop(path: Path, products: int, seed: int = 7, reviews_per_product:
     batch_p: list[tuple[object, ...]] = []
     batch_r: list[tuple[object, ...]] = []
     for pid in range(1, products + 1):
-        batch_p.append((
-            pid,
-            f"{_sentence(rng, WORDS, 3)} {pid}",
-            _sentence(rng, WORDS, 20),
-            round(rng.uniform(1, 500), 2),
-            rng.randint(0, 1000),
-            rng.randint(1, n_categories),
-            f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:00:00",
-        ))
+        batch_p.append(
+            (
+                pid,
+                f"{_sentence(rng, WORDS, 3)} {pid}",
+                _sentence(rng, WORDS, 20),
+                round(rng.uniform(1, 500), 2),
+                rng.randint(0, 1000),
+                rng.randint(1, n_categories),
+                f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:00:00",
+            )
+        )
         for _ in range(rng.randint(0, 2 * reviews_per_product)):
             review_id += 1
-            batch_r.append((review_id, pid, rng.randint(1, n_users), rng.randint(1, 5), _sentence(rng, REVIEW_WORDS, 12)))
+            batch_r.append(
+                (review_id, pid, rng.randint(1, n_users), rng.randint(1, 5), _sentence(rng, REVIEW_WORDS, 12))
+            )
         if len(batch_p) >= 20_000:
             conn.executemany("INSERT INTO products VALUES (?, ?, ?, ?, ?, ?, ?)", batch_p)
             conn.executemany("INSERT INTO reviews VALUES (?, ?, ?, ?, ?)", batch_r)

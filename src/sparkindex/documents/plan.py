@@ -60,9 +60,7 @@ def _fk_between(child: TableInfo, parent: TableInfo) -> list[tuple[list[str], li
     return [(list(fk.columns), list(fk.ref_columns)) for fk in child.foreign_keys if fk.ref_table == parent.name]
 
 
-def _resolve_relation(
-    source: Source, parent: TableInfo, cfg: RelationConfig, where: str
-) -> RelationPlan:
+def _resolve_relation(source: Source, parent: TableInfo, cfg: RelationConfig, where: str) -> RelationPlan:
     table = source.table(cfg.table, f"{where}.table")
     local, remote = cfg.local_key, cfg.remote_key
     if cfg.type == "object":

@@ -19,8 +19,8 @@ import orjson
 
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
-from sparkindex.coordination.recovery import holder_is_dead, holder_name, recover
 from sparkindex.coordination.records import JobRecord
+from sparkindex.coordination.recovery import holder_is_dead, holder_name, recover
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import LockHeld, LockLost, SparkIndexError
@@ -178,10 +178,13 @@ class ReindexJob:
                 try:
                     (
                         spark.read.format("sparkindex_job")
-                        .option("pipeline", wire).option("job_id", job.id).option("run_id", self.run_id)
+                        .option("pipeline", wire)
+                        .option("job_id", job.id)
+                        .option("run_id", self.run_id)
                         .load()
                         .write.format("sparkindex")
-                        .option("pipeline", wire).option("job_id", job.id)
+                        .option("pipeline", wire)
+                        .option("job_id", job.id)
                         .mode("append")
                         .save()
                     )
@@ -204,7 +207,8 @@ class ReindexJob:
             store.reset_orphans(job.id)
             detail = ", ".join(f"{k}: {v.partitions}" for k, v in stats.items())
             return store.transition_job(
-                job.id, JobStatus.FAILED,
+                job.id,
+                JobStatus.FAILED,
                 error=f"{failed_parts} partition(s) failed or left unfinished ({detail}); rerun to resume",
             )
         self.progress.phase("finalizing: restoring settings, swapping aliases")
@@ -227,7 +231,9 @@ class ReindexJob:
         except SparkIndexError as inner:
             log.error("could not record the failure of job %s: %s", job_id, inner)
 
-    def _summary(self, store: CoordinationStore, source: Any, target: Any, job: JobRecord, seconds: float) -> ReindexSummary:
+    def _summary(
+        self, store: CoordinationStore, source: Any, target: Any, job: JobRecord, seconds: float
+    ) -> ReindexSummary:
         plans = resolve_plans(self.pipeline, source, self.aliases)
         rows = sum(source.count(plan.table) for plan, _ in plans.values())
         indexed = sum(target.count(ix) for ix in job.targets.values() if target.version_exists(ix))

@@ -186,10 +186,7 @@ class Source:
         with self.engine.connect() as conn:
             for i in range(0, len(unique), per):
                 chunk = unique[i : i + per]
-                if len(mcols) == 1:
-                    cond = mcols[0].in_([v[0] for v in chunk])
-                else:
-                    cond = sa.tuple_(*mcols).in_(chunk)
+                cond = mcols[0].in_([v[0] for v in chunk]) if len(mcols) == 1 else sa.tuple_(*mcols).in_(chunk)
                 out.extend(tuple(r) for r in conn.execute(sa.select(*sel).where(cond).order_by(*order)))
         return out
 

@@ -8,6 +8,7 @@ inserted beyond the old extremes while a job runs still land in a partition.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -26,15 +27,12 @@ def integer_ranges(lo: int, hi: int, parts: int) -> list[KeyRange]:
     step = max(1, math.ceil(span / parts))
     bounds = list(range(lo - 1, hi, step))[1:]
     edges: list[int | None] = [None, *bounds, None]
-    return [
-        KeyRange(None if a is None else (a,), None if b is None else (b,))
-        for a, b in zip(edges, edges[1:], strict=False)
-    ]
+    return [KeyRange(None if a is None else (a,), None if b is None else (b,)) for a, b in itertools.pairwise(edges)]
 
 
 def ranges_from_boundaries(boundaries: Sequence[tuple[object, ...]]) -> list[KeyRange]:
     edges: list[tuple[object, ...] | None] = [None, *boundaries, None]
-    return [KeyRange(a, b) for a, b in zip(edges, edges[1:], strict=False)]
+    return [KeyRange(a, b) for a, b in itertools.pairwise(edges)]
 
 
 def split_by_range_or_walk(

@@ -13,6 +13,4 @@ def open_source(url: str) -> Source:
         from sparkindex.sources.sqlite import SqliteSource
 
         return SqliteSource(url)
-    raise ConfigError(
-        f"source.url: unsupported database {scheme!r} in {redact_url(url)!r} (supported: sqlite)"
-    )
+    raise ConfigError(f"source.url: unsupported database {scheme!r} in {redact_url(url)!r} (supported: sqlite)")

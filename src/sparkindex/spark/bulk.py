@@ -32,6 +32,7 @@ def bulk_with_retries(
     retries: int,
     backoff: Backoff,
     sleep: Callable[[float], None] = time.sleep,
+    assume_new: bool = False,
 ) -> BulkOutcome:
     """Write *docs*; raise :class:`TransientError` only when retries are exhausted for the request."""
     outcome = BulkOutcome()
@@ -39,13 +40,15 @@ def bulk_with_retries(
     attempt = 0
     while todo:
         try:
-            results = target.bulk(index, todo)
+            results = target.bulk(index, todo, assume_new=assume_new and attempt == 0)
         except TransientError as exc:
             if attempt >= retries:
                 raise
             attempt += 1
             delay = backoff.next_delay()
-            log.warning("bulk of %d to %s failed: %s; retry %d/%d in %.2fs", len(todo), index, exc, attempt, retries, delay)
+            log.warning(
+                "bulk of %d to %s failed: %s; retry %d/%d in %.2fs", len(todo), index, exc, attempt, retries, delay
+            )
             sleep(delay)
             continue
         retry: list[BulkDocument] = []

@@ -29,13 +29,13 @@ log = logging.getLogger(__name__)
 STOP_CHECK_INTERVAL_S = 2.0
 
 
-class JobInputPartition(InputPartition):  # type: ignore[misc]
+class JobInputPartition(InputPartition):
     def __init__(self, pid: str) -> None:
         super().__init__(pid)
         self.pid = pid
 
 
-class JobPartitionsDataSource(DataSource):  # type: ignore[misc]
+class JobPartitionsDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "sparkindex_job"
@@ -49,13 +49,22 @@ class JobPartitionsDataSource(DataSource):  # type: ignore[misc]
 
 def _control(rec: PartitionRecord, kind: Kind, cursor: str | None = None, error: str | None = None) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(
-        {"pid": [rec.id], "token": [rec.claim_token], "entity": [rec.entity], "kind": [int(kind)],
-         "doc_id": [None], "source": [None], "hash": [None], "cursor": [cursor], "error": [error]},
+        {
+            "pid": [rec.id],
+            "token": [rec.claim_token],
+            "entity": [rec.entity],
+            "kind": [int(kind)],
+            "doc_id": [None],
+            "source": [None],
+            "hash": [None],
+            "cursor": [cursor],
+            "error": [error],
+        },
         schema=ARROW_SCHEMA,
     )
 
 
-class JobPartitionsReader(DataSourceReader):  # type: ignore[misc]
+class JobPartitionsReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.wire = options["pipeline"]
         self.job_id = options["job_id"]
@@ -66,7 +75,8 @@ class JobPartitionsReader(DataSourceReader):  # type: ignore[misc]
         todo = ctx.store.partitions(self.job_id, [PartitionStatus.PENDING, PartitionStatus.CLOSED])
         return [JobInputPartition(p.id) for p in todo]
 
-    def read(self, partition: JobInputPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, JobInputPartition)
         ctx = worker_context(self.wire)
         job = ctx.pipeline.job
         rec = ctx.store.claim(partition.pid, task_identity(self.run_id), self.run_id, job.claim_timeout_s)
@@ -105,7 +115,7 @@ class PartitionReadTask:
             start = after
             try:
                 rows = retry_transient(
-                    lambda: self._page(rng, start, page_size),
+                    lambda start=start: self._page(rng, start, page_size),  # type: ignore[misc]
                     f"reading {plan.table.name} after {start}",
                     job.retries,
                     Backoff(job.backoff_initial_s, job.backoff_max_s),

@@ -26,16 +26,18 @@ SCHEMA_DDL = (
     "hash string, cursor string, error string"
 )
 
-ARROW_SCHEMA = pa.schema([
-    ("pid", pa.string()),
-    ("token", pa.int64()),
-    ("entity", pa.string()),
-    ("kind", pa.int8()),
-    ("doc_id", pa.string()),
-    ("source", pa.binary()),
-    ("hash", pa.string()),
-    ("cursor", pa.string()),
-    ("error", pa.string()),
-])
+ARROW_SCHEMA = pa.schema(
+    [
+        ("pid", pa.string()),
+        ("token", pa.int64()),
+        ("entity", pa.string()),
+        ("kind", pa.int8()),
+        ("doc_id", pa.string()),
+        ("source", pa.binary()),
+        ("hash", pa.string()),
+        ("cursor", pa.string()),
+        ("error", pa.string()),
+    ]
+)
 
 CONTROL_COLUMNS = {"pid", "token", "kind", "cursor"}

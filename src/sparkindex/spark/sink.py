@@ -118,7 +118,13 @@ class PartitionSink:
             try:
                 if docs:
                     outcome = bulk_with_retries(
-                        self.target, index, docs, self.s.retries, Backoff(self.s.backoff_initial_s, self.s.backoff_max_s)
+                        self.target,
+                        index,
+                        docs,
+                        self.s.retries,
+                        Backoff(self.s.backoff_initial_s, self.s.backoff_max_s),
+                        # Claim token 1 is the partition's first claim ever: nothing of it was written.
+                        assume_new=c.token == 1,
                     )
                     c.success += outcome.success
                     c.failed += len(outcome.failures)

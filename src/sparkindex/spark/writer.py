@@ -38,25 +38,25 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class WriteReport(WriterCommitMessage):  # type: ignore[misc]
+class WriteReport(WriterCommitMessage):
     written: int
     failed: int
     sample_failures: list[tuple[str, str, str]]
 
 
-class SparkIndexDataSource(DataSource):  # type: ignore[misc]
+class SparkIndexDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "sparkindex"
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
         names = set(schema.fieldNames())
-        if CONTROL_COLUMNS <= names and "pipeline" in self.options:
+        if names >= CONTROL_COLUMNS and "pipeline" in self.options:
             return JobWriter(dict(self.options))
         return PlainWriter(dict(self.options), schema.fieldNames())
 
 
-class JobWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class JobWriter(DataSourceArrowWriter):
     def __init__(self, options: dict[str, str]) -> None:
         self.wire = options["pipeline"]
         self.job_id = options["job_id"]
@@ -66,9 +66,18 @@ class JobWriter(DataSourceArrowWriter):  # type: ignore[misc]
         job = ctx.pipeline.job
         indexes = ctx.store.job(self.job_id).targets
         sink = PartitionSink(
-            ctx.store, ctx.target, self.job_id, indexes,
-            SinkSettings(job.batch_size, job.batch_bytes, job.retries, job.partition_retries,
-                         job.backoff_initial_s, job.backoff_max_s),
+            ctx.store,
+            ctx.target,
+            self.job_id,
+            indexes,
+            SinkSettings(
+                job.batch_size,
+                job.batch_bytes,
+                job.retries,
+                job.partition_retries,
+                job.backoff_initial_s,
+                job.backoff_max_s,
+            ),
         )
         for batch in iterator:
             for row in batch.to_pylist():
@@ -77,7 +86,7 @@ class JobWriter(DataSourceArrowWriter):  # type: ignore[misc]
         return WriteReport(sink.written, 0, [])
 
 
-class PlainWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class PlainWriter(DataSourceArrowWriter):
     def __init__(self, options: dict[str, str], columns: list[str]) -> None:
         try:
             self.target_url = options["target"]
@@ -115,8 +124,9 @@ class PlainWriter(DataSourceArrowWriter):  # type: ignore[misc]
             store.close()
         return WriteReport(written, len(failures), failures[:5])
 
-    def commit(self, messages: list[WriteReport | None]) -> None:
-        failed = sum(m.failed for m in messages if m)
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        reports = [m for m in messages if isinstance(m, WriteReport)]
+        failed = sum(m.failed for m in reports)
         if failed and not self.coordination:
-            sample = [f for m in messages if m for f in m.sample_failures][:5]
+            sample = [f for m in reports for f in m.sample_failures][:5]
             raise PermanentError(f"{failed} document(s) rejected by {self.index!r}, e.g. {sample}")

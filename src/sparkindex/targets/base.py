@@ -62,8 +62,12 @@ class Target(ABC):
     def version_exists(self, index: str) -> bool: ...
 
     @abstractmethod
-    def bulk(self, index: str, docs: Sequence[BulkDocument]) -> list[BulkItemResult]:
-        """Upsert *docs* by id; one result per document, in order. Whole-request failures raise."""
+    def bulk(self, index: str, docs: Sequence[BulkDocument], assume_new: bool = False) -> list[BulkItemResult]:
+        """Upsert *docs* by id; one result per document, in order. Whole-request failures raise.
+
+        *assume_new*: the caller guarantees no id was written to *index* before (the first claim
+        of a partition in a fresh version), so a backend may skip its overwrite lookup.
+        """
 
     @abstractmethod
     def finish_version(self, index: str) -> None:

@@ -133,14 +133,15 @@ class TantivyTarget(Target):
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def bulk(self, index: str, docs: Sequence[BulkDocument]) -> list[BulkItemResult]:
+    def bulk(self, index: str, docs: Sequence[BulkDocument], assume_new: bool = False) -> list[BulkItemResult]:
         _, plan = self._index(index)
         results: list[BulkItemResult] = []
         with self._writer(index) as writer:
             for doc in docs:
                 try:
                     body = to_tantivy_json(doc.id, doc.source, doc.hash, plan)
-                    writer.delete_documents_by_term("_id", doc.id)
+                    if not assume_new:  # deletes cost at every commit; a first write needs none
+                        writer.delete_documents_by_term("_id", doc.id)
                     writer.add_json(body)
                 except DocumentError as exc:
                     results.append(BulkItemResult(doc.id, False, exc.reason, exc.error_class))

@@ -18,8 +18,15 @@ import tantivy
 
 from sparkindex.errors import DocumentError
 
-ANALYZERS = {"standard": "default", "default": "default", "english": "en_stem", "en_stem": "en_stem",
-             "keyword": "raw", "raw": "raw", "whitespace": "whitespace"}
+ANALYZERS = {
+    "standard": "default",
+    "default": "default",
+    "english": "en_stem",
+    "en_stem": "en_stem",
+    "keyword": "raw",
+    "raw": "raw",
+    "whitespace": "whitespace",
+}
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,8 +17,6 @@ from pathlib import Path
 import orjson
 import sqlalchemy as sa
 import tantivy
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from sparkindex.config import load_pipeline
 from sparkindex.coordination.store import CoordinationStore

@@ -12,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from sparkindex.config.model import Pipeline
+from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError
 
 _VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}")
@@ -69,7 +70,9 @@ def parse_pipeline(
         lines = []
         for err in exc.errors():
             got = err.get("input")
-            shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+            # Never echo values that may be secrets: unknown keys (a misplaced `password:`) or URLs.
+            hide = isinstance(got, dict | list) or got is None or err["type"] == "extra_forbidden"
+            shown = "" if hide else f" (got {redact_url(repr(got))})"
             lines.append(f"{origin}: {format_path(tuple(err['loc']))}: {err['msg']}{shown}")
         raise ConfigError("\n".join(lines)) from None
     return pipeline.bind(base_dir or Path.cwd(), origin)

@@ -56,15 +56,17 @@ def decide(job: JobRecord, holder_alive: bool, now: float, max_age_s: float) -> 
         return Decision("none", "finished")
     if holder_alive:
         return Decision("none", "a live process holds its lock")
+    if job.status == JobStatus.FAILED:
+        return Decision("none", "a failed job holds no live work; a rerun resumes it")
     if job.status == JobStatus.INITIALIZING:
         return Decision("fail", "planning was interrupted before its partitions were complete")
     if job.status == JobStatus.STOPPING:
         return Decision("stop", "a stop was requested before its driver died")
     if now - job.updated_at > max_age_s:
         return Decision("fail", f"orphaned and idle for {int(now - job.updated_at)} s, beyond the recovery age")
-    if job.status in (JobStatus.READY, JobStatus.RUNNING):
-        return Decision("resume", "orphaned by a dead driver; its partitions are reset and resumed")
-    return Decision("none", f"{job.status} jobs are resumed by a rerun")
+    if job.status == JobStatus.STOPPED:
+        return Decision("none", "a stopped job holds no live work; a rerun resumes it")
+    return Decision("resume", "orphaned by a dead driver; its partitions are reset and resumed")
 
 
 def recover(store: CoordinationStore, job: JobRecord, holder_alive: bool, max_age_s: float) -> Decision:

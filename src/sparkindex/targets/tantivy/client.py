@@ -129,7 +129,9 @@ class TantivyTarget(Target):
                 try:
                     yield writer
                 finally:
-                    del writer
+                    # Drops the IndexWriter (and Tantivy's own directory lock) before our file lock
+                    # is released; `del` would not, as the caller's `with ... as writer` still refers to it.
+                    writer.wait_merging_threads()
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 

@@ -13,8 +13,14 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 
 
-def make_shop(directory: Path, products: int, partition_size: int, extra_yaml: str = "",
-              page_size: int | None = None, batch_size: int | None = None) -> Pipeline:
+def make_shop(
+    directory: Path,
+    products: int,
+    partition_size: int,
+    extra_yaml: str = "",
+    page_size: int | None = None,
+    batch_size: int | None = None,
+) -> Pipeline:
     directory.mkdir(parents=True, exist_ok=True)
     generate_shop(directory / "shop.db", products)
     text = PIPELINE_YAML.format(partition_size=partition_size).replace("master: local[*,4]", "master: local[2,4]")

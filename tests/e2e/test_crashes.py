@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -20,21 +21,23 @@ P = PartitionStatus
 def _start(cli: Path, pipeline: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [str(cli), "reindex", "-c", str(pipeline), "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait(timeout=60)
 
 
 def _verify(cli: Path, pipeline: Path) -> dict[str, int]:
-    run = subprocess.run([str(cli), "verify", "-c", str(pipeline), "--json"], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [str(cli), "verify", "-c", str(pipeline), "--json"], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     report: dict[str, int] = orjson.loads(run.stdout.strip().splitlines()[-1])
     return report
@@ -45,6 +48,7 @@ def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> 
     store = store_of(pipeline)
     proc = _start(cli, tmp_path / "pipeline.yaml")
     try:
+
         def some_done() -> bool:
             jobs = store.jobs(["products"])
             return bool(jobs) and len(store.partitions(jobs[0].id, [P.COMPLETED])) >= 3
@@ -59,8 +63,12 @@ def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> 
     assert 3 <= len(completed) < len(before), "the kill must land mid-job"
     assert store.job(job.id).status == JobStatus.RUNNING  # nobody recorded an end: a real crash
 
-    rerun = subprocess.run([str(cli), "reindex", "-c", str(tmp_path / "pipeline.yaml"), "--json"],
-                           capture_output=True, text=True, timeout=600)
+    rerun = subprocess.run(
+        [str(cli), "reindex", "-c", str(tmp_path / "pipeline.yaml"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert rerun.returncode == 0, rerun.stderr
     summary = orjson.loads(rerun.stdout.strip().splitlines()[-1])
     assert summary["job_id"] == job.id, "the rerun resumes the same job"
@@ -84,6 +92,7 @@ def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
     proc = _start(cli, tmp_path / "pipeline.yaml")
     victim: dict[str, object] = {}
     try:
+
         def mid_partition() -> bool:
             jobs = store.jobs(["products"])
             if not jobs:

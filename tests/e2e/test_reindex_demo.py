@@ -68,15 +68,23 @@ def test_permanent_rejection_goes_to_dead_letters_exit_1(tmp_path: Path, cli: Pa
     pipeline = make_shop(tmp_path, products=1500, partition_size=500)
     # SQLite lets a text value into an INTEGER column; the mapping says "long": Tantivy refuses it.
     execute(tmp_path / "shop.db", "UPDATE products SET stock = 'lots' WHERE id = 321")
-    run = subprocess.run([str(cli), "reindex", "-c", str(tmp_path / "pipeline.yaml"), "--json"],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [str(cli), "reindex", "-c", str(tmp_path / "pipeline.yaml"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 1, run.stderr
     summary = orjson.loads(run.stdout.strip().splitlines()[-1])
     assert summary["status"] == "COMPLETED_WITH_ERRORS"
     assert (summary["failed"], summary["indexed"], summary["source_rows"]) == (1, 1499, 1500)
 
-    dlq = subprocess.run([str(cli), "dlq", "list", "-c", str(tmp_path / "pipeline.yaml"), "--json"],
-                         capture_output=True, text=True, timeout=120)
+    dlq = subprocess.run(
+        [str(cli), "dlq", "list", "-c", str(tmp_path / "pipeline.yaml"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     letters = orjson.loads(dlq.stdout.strip().splitlines()[-1])["dead_letters"]
     assert [(d["doc_id"], d["alias"]) for d in letters] == [("321", "products")]
     assert "stock" in letters[0]["error_message"] and letters[0]["attempts"] == 1
@@ -85,7 +93,11 @@ def test_permanent_rejection_goes_to_dead_letters_exit_1(tmp_path: Path, cli: Pa
     # The alias moved anyway: the job was not blocked by one bad document.
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     assert target.alias_target("products") == summary["index"]
-    verify = subprocess.run([str(cli), "verify", "-c", str(tmp_path / "pipeline.yaml"), "--json"],
-                            capture_output=True, text=True, timeout=120)
+    verify = subprocess.run(
+        [str(cli), "verify", "-c", str(tmp_path / "pipeline.yaml"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert verify.returncode == 1  # drift: the dead-lettered document is missing
     assert orjson.loads(verify.stdout.strip().splitlines()[-1])["missing"] == 1

@@ -126,16 +126,7 @@ def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> 
         "error": job.error_message,
         "created_at": job.created_at,
         "completed_at": job.completed_at,
-        "entities": {
-            k: {
-                "total": s.total,
-                "processed": s.processed,
-                "success": s.success,
-                "failed": s.failed,
-                "partitions": s.partitions,
-            }
-            for k, s in stats.items()
-        },
+        "entities": {k: s.to_dict() for k, s in stats.items()},
         "dead_letters": store.dead_letters.count(job.id),
     }
     if json:

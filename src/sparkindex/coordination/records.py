@@ -154,6 +154,15 @@ class EntityStats:
     failed: int
     partitions: dict[str, int]
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "processed": self.processed,
+            "success": self.success,
+            "failed": self.failed,
+            "partitions": self.partitions,
+        }
+
     @property
     def done(self) -> bool:
         open_states = {"PENDING", "PROCESSING", "CLOSED"}

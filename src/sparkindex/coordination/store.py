@@ -380,15 +380,6 @@ class CoordinationStore:
             processed_records=sum(s.processed for s in stats.values()),
             success_records=sum(s.success for s in stats.values()),
             failed_records=sum(s.failed for s in stats.values()),
-            stats={
-                k: {
-                    "total": s.total,
-                    "processed": s.processed,
-                    "success": s.success,
-                    "failed": s.failed,
-                    "partitions": s.partitions,
-                }
-                for k, s in stats.items()
-            },
+            stats={k: s.to_dict() for k, s in stats.items()},
         )
         return stats

@@ -79,6 +79,8 @@ class JobPartitionsReader(DataSourceReader):
         assert isinstance(partition, JobInputPartition)
         ctx = worker_context(self.wire)
         job = ctx.pipeline.job
+        if ctx.store.job(self.job_id).status == JobStatus.STOPPING:
+            return  # stopping: leave the partition PENDING, unclaimed
         rec = ctx.store.claim(partition.pid, task_identity(self.run_id), self.run_id, job.claim_timeout_s)
         if rec is None:
             return  # finished, or a live process elsewhere holds it

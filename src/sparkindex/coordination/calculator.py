@@ -33,11 +33,12 @@ def plan_partitions(source: Source, entities: Sequence[EntityPlanInput], job: Jo
         for e in entities
     }
     total = sum(wanted.values())
-    scale = min(1.0, job.max_total_partitions / total) if total else 1.0
     specs: list[PartitionSpec] = []
     for e in entities:
         alias = e.config.alias
-        limit = max(1, math.floor(wanted[alias] * scale))
+        limit = wanted[alias]
+        if total > job.max_total_partitions:  # integer arithmetic: every entity keeps its exact share
+            limit = max(1, wanted[alias] * job.max_total_partitions // total)
         size = (
             max(e.config.partition_size, math.ceil(counts[alias] / limit)) if counts[alias] else e.config.partition_size
         )
@@ -51,7 +52,7 @@ def plan_partitions(source: Source, entities: Sequence[EntityPlanInput], job: Jo
                     range_start=rng.after,
                     range_end=rng.upto,
                     estimated_count=per,
-                    work_units=math.ceil(per * e.config.complexity),
+                    work_units=math.ceil(round(per * e.config.complexity, 9)),
                     priority=e.config.priority,
                 )
             )

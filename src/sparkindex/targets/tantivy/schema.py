@@ -99,6 +99,9 @@ def to_tantivy_json(doc_id: str, source: bytes, doc_hash: str, plan: SchemaPlan)
         raise DocumentError(doc_id, f"document is not valid JSON: {exc}", "InvalidJSON") from None
     if not isinstance(body, dict):
         raise DocumentError(doc_id, "document must be a JSON object", "InvalidJSON")
+    # Tantivy rejects JSON null for every field type; like Elasticsearch, a null is a missing
+    # field. `_source` keeps the original bytes, nulls included.
+    body = {k: v for k, v in body.items() if v is not None}
     for name in plan.dates:
         if name in body:
             body[name] = _rfc3339(body[name])

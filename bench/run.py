@@ -28,8 +28,12 @@ from sparkindex.sources.registry import open_source
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
 
 
-def naive_loop(pipeline_path: Path, out_dir: Path) -> float:
-    """keyset read -> build -> one Tantivy writer, in one process; returns docs/s."""
+def naive_loop(pipeline_path: Path, out_dir: Path) -> tuple[float, float]:
+    """keyset read -> build -> one Tantivy writer, in one process; returns (docs/s, cores used).
+
+    Tantivy's writer indexes on its own threads, so this "single process" already keeps about
+    1.5 of our 2 cores busy: that, not the pipeline, is what bounds the achievable ratio here.
+    """
     pipeline = load_pipeline(pipeline_path)
     source = open_source(pipeline.source_url())
     plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
@@ -39,7 +43,7 @@ def naive_loop(pipeline_path: Path, out_dir: Path) -> float:
     index = tantivy.Index(schema, path=str(out_dir))
     writer = index.writer(256 * 1024 * 1024, 2)
     key_pos = [builder.read_columns.index(c) for c in plan.id_columns]
-    started = time.perf_counter()
+    started, cpu0 = time.perf_counter(), time.process_time()
     after, n = None, 0
     while True:
         rows = source.read_page(plan.table, plan.id_columns, builder.read_columns, KeyRange(None, None), after, 1000)
@@ -52,7 +56,8 @@ def naive_loop(pipeline_path: Path, out_dir: Path) -> float:
         after = tuple(rows[-1][i] for i in key_pos)
     writer.commit()
     writer.wait_merging_threads()
-    return n / (time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    return n / wall, (time.process_time() - cpu0) / wall
 
 
 def bench_reindex_tantivy(rows: int) -> dict[str, object]:
@@ -60,7 +65,7 @@ def bench_reindex_tantivy(rows: int) -> dict[str, object]:
     try:
         generate_shop(work / "shop.db", rows)
         path = write_demo_pipeline(work, partition_size=max(5000, rows // 32))
-        naive = naive_loop(path, work / "naive-index")
+        naive, naive_cores = naive_loop(path, work / "naive-index")
         pipeline = load_pipeline(path)
         summary = ReindexJob(pipeline, new=True).run()
         assert summary.indexed == rows, summary
@@ -73,7 +78,7 @@ def bench_reindex_tantivy(rows: int) -> dict[str, object]:
                     t.c.job_id == summary.job_id
                 )
             ).one()
-        steady = rows / (hi - lo)
+        steady = rows / (hi - lo)  # first claim to last completion: without Spark's start-up
         e2e = rows / summary.seconds
         return {
             "bench": "reindex_tantivy",
@@ -83,6 +88,7 @@ def bench_reindex_tantivy(rows: int) -> dict[str, object]:
             "naive_docs_per_s": round(naive),
             "ratio": round(e2e / naive, 3),
             "steady_ratio": round(steady / naive, 3),
+            "naive_cpu_cores": round(naive_cores, 2),
             "partitions": len(parts),
             "cores": os.cpu_count(),
         }

@@ -27,7 +27,7 @@ def make_shop(
     if page_size is not None:
         text = text.replace("    complexity: 3.0\n", f"    complexity: 3.0\n    page_size: {page_size}\n")
     if batch_size is not None:
-        text = text.replace("  batch_size: 10000\n", f"  batch_size: {batch_size}\n")
+        text = text.replace("  batch_size: 25000\n", f"  batch_size: {batch_size}\n")
     (directory / "pipeline.yaml").write_text(text + extra_yaml, encoding="utf-8")
     return load_pipeline(directory / "pipeline.yaml")
 

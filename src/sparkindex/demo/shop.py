@@ -145,7 +145,7 @@ indexes:
       name: {{analyzer: english, keyword: true, copy_to: [all_text]}}
       description: {{analyzer: english, copy_to: [all_text]}}
 job:
-  batch_size: 10000
+  batch_size: 25000
 """
 
 

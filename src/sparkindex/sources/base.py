@@ -164,7 +164,7 @@ class Source:
             stmt = stmt.where(self._key_cond(kcols, "<=", rng.upto))
         stmt = stmt.order_by(*kcols).limit(limit)
         with self.engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(stmt)]
+            return list(conn.execute(stmt).fetchall())
 
     def fetch_where_in(
         self,
@@ -187,7 +187,7 @@ class Source:
             for i in range(0, len(unique), per):
                 chunk = unique[i : i + per]
                 cond = mcols[0].in_([v[0] for v in chunk]) if len(mcols) == 1 else sa.tuple_(*mcols).in_(chunk)
-                out.extend(tuple(r) for r in conn.execute(sa.select(*sel).where(cond).order_by(*order)))
+                out.extend(conn.execute(sa.select(*sel).where(cond).order_by(*order)).fetchall())
         return out
 
     def close(self) -> None:

@@ -82,6 +82,11 @@ def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
 def _rfc3339(value: Any) -> Any:
     if not isinstance(value, str):
         return value
+    # Fast paths for what orjson writes for naive datetimes and dates (the common case).
+    if len(value) == 19 and value[10] == "T":
+        return value + "Z"
+    if len(value) == 10 and value[4] == "-":
+        return value + "T00:00:00Z"
     try:
         parsed = dt.datetime.fromisoformat(value)
     except ValueError:

@@ -27,3 +27,49 @@ def spark() -> Iterator[Any]:
 def cli() -> Path:
     """The installed ``sparkindex`` command of this venv."""
     return Path(sys.executable).parent / "sparkindex"
+
+
+# -- database servers (started by `make test` through scripts/test-services.sh) ----------------------
+ROOT = Path(__file__).resolve().parents[1]
+PG_URL = os.environ.get("SPARKINDEX_TEST_PG_URL", "postgresql://sparkindex@127.0.0.1:55432/sparkindex")
+MYSQL_URL = os.environ.get("SPARKINDEX_TEST_MYSQL_URL", "mysql://root@127.0.0.1:53306/sparkindex")
+
+
+@pytest.fixture(scope="session")
+def services() -> dict[str, str]:
+    """Make sure the private PostgreSQL and MariaDB servers run (idempotent), return their URLs."""
+    import subprocess
+
+    subprocess.run(["bash", str(ROOT / "scripts" / "test-services.sh")], check=True, capture_output=True)
+    return {"postgres": PG_URL, "mysql": MYSQL_URL}
+
+
+STORE_KINDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
+]
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(url, table prefix) of a fresh coordination store, for every store kind (conformance suite).
+
+    Server-backed stores get a unique table prefix per test, dropped afterwards, so tests never
+    see each other's rows.
+    """
+    import uuid
+
+    kind = request.param
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'state.db'}", ""
+        return
+    urls = request.getfixturevalue("services")
+    prefix = f"t{uuid.uuid4().hex[:8]}_"
+    yield urls[kind], prefix
+    from sparkindex.coordination.engine import make_engine
+    from sparkindex.coordination.tables import make_tables
+
+    engine = make_engine(urls[kind])
+    make_tables(prefix).metadata.drop_all(engine)
+    engine.dispose()

@@ -184,3 +184,17 @@ def resolve_sqlite_url(url: str, base_dir: Path) -> str:
             resolved = (base_dir / path).resolve()
             return f"sqlite:///{resolved}" + (f"?{query}" if query else "")
     return url
+
+
+DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mysql+pymysql",
+}
+
+
+def normalize_url(url: str) -> str:
+    """Plain ``postgresql://`` / ``mysql://`` URLs get the drivers sparkindex ships with."""
+    scheme, sep, rest = url.partition("://")
+    return f"{DRIVERS[scheme]}{sep}{rest}" if scheme in DRIVERS else url

@@ -8,11 +8,13 @@ run alongside. Other dialects use row locks (``FOR UPDATE SKIP LOCKED``) instead
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from sparkindex.config.model import normalize_url
 from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.tables import SCHEMA_VERSION, Tables
 from sparkindex.errors import ConfigError, PermanentError
@@ -36,12 +38,29 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    scheme = url.split(":", 1)[0]
-    raise ConfigError(f"coordination.url: unsupported store {scheme!r} in {redact_url(url)!r} (supported: sqlite)")
+    url = normalize_url(url)
+    scheme = url.split(":", 1)[0].split("+", 1)[0]
+    if scheme not in ("postgresql", "mysql"):
+        raise ConfigError(
+            f"coordination.url: unsupported store {scheme!r} in {redact_url(url)!r} "
+            "(supported: sqlite, postgresql, mysql)"
+        )
+    # Row locks (FOR UPDATE SKIP LOCKED) make claims atomic; the pool survives server restarts
+    # because every checkout is pinged first.
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=16, pool_recycle=1800)
+
+
+def _v2_partition_writer(conn: sa.Connection, tables: Tables) -> None:
+    conn.execute(sa.text(f"ALTER TABLE {tables.partition.name} ADD COLUMN writer VARCHAR(255)"))
+
+
+#: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
+#: sparkindex never loses the state of unfinished jobs.
+MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {2: _v2_partition_writer}
 
 
 def ensure_schema(engine: Engine, tables: Tables) -> None:
-    """Create missing tables and record the schema version; refuse a newer schema than ours."""
+    """Create missing tables, apply pending migrations in order; refuse a newer schema than ours."""
     if engine.url.get_backend_name() == "sqlite" and engine.url.database:
         from pathlib import Path
 
@@ -56,3 +75,11 @@ def ensure_schema(engine: Engine, tables: Tables) -> None:
                 f"coordination schema version {row.version} is newer than this sparkindex ({SCHEMA_VERSION}); "
                 "upgrade sparkindex"
             )
+        else:
+            for version in range(row.version + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[version](conn, tables)
+                conn.execute(
+                    tables.schema.update()
+                    .where(tables.schema.c.id == 1)
+                    .values(version=version, upgraded_at=time.time())
+                )

@@ -23,7 +23,7 @@ from sparkindex.coordination.records import JobRecord
 from sparkindex.coordination.recovery import holder_is_dead, holder_name, recover
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.errors import LockHeld, LockLost, SparkIndexError
+from sparkindex.errors import ConfigError, LockHeld, LockLost, SparkIndexError
 from sparkindex.jobs.keeper import LockKeeper
 from sparkindex.jobs.planning import resolve_plans, selected_aliases
 from sparkindex.jobs.progress import ProgressListener, SilentProgress, StatsPoller
@@ -53,6 +53,17 @@ class ReindexSummary:
         return {"COMPLETED": 0, "COMPLETED_WITH_ERRORS": 1}.get(self.status, 3)
 
 
+def check_store_reachable_by_executors(pipeline: Pipeline) -> None:
+    """Executors on other machines cannot share a SQLite file: refuse before any work starts."""
+    master = pipeline.spark.master
+    if not master.startswith("local") and pipeline.coordination_url().startswith("sqlite"):
+        raise ConfigError(
+            f"{pipeline.origin}: coordination.url: SQLite cannot coordinate a Spark cluster "
+            f"(spark.master is {master!r}; executors could not share the file); "
+            "use a PostgreSQL or MySQL coordination store"
+        )
+
+
 class ReindexJob:
     def __init__(
         self,
@@ -75,6 +86,7 @@ class ReindexJob:
     def run(self) -> ReindexSummary:
         started = time.monotonic()
         p = self.pipeline
+        check_store_reachable_by_executors(p)
         source = open_source(p.source_url())
         target = open_target(p.target.url, p.base_dir, p.target.options)
         plans = resolve_plans(p, source, self.aliases)

@@ -6,7 +6,10 @@ a statement may carry; everything else (keyset pages, IN-batched child fetches) 
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import logging
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +55,26 @@ class TableInfo:
                 raise ConfigError(f"{where}: column {name!r} not found in table {self.name!r} (columns: {known})")
 
 
+def coerce_key(info: TableInfo, key: Sequence[str], values: Key | None) -> Key | None:
+    """Turn a key read back from JSON (cursor, range bound) into the column's Python type."""
+    if values is None:
+        return None
+    out = []
+    for name, value in zip(key, values, strict=True):
+        col_type = info.columns[name].type
+        if isinstance(value, str):
+            if isinstance(col_type, sa.Uuid):
+                value = uuid.UUID(value)
+            elif isinstance(col_type, sa.DateTime):
+                value = dt.datetime.fromisoformat(value)
+            elif isinstance(col_type, sa.Date):
+                value = dt.date.fromisoformat(value)
+        elif isinstance(col_type, sa.Numeric) and not isinstance(col_type, sa.Float) and isinstance(value, float):
+            value = decimal.Decimal(str(value))
+        out.append(value)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class KeyRange:
     """Rows with ``after < key <= upto``; ``None`` leaves that end open."""
@@ -75,6 +98,10 @@ class Source:
     # -- hooks -------------------------------------------------------------------------------------
     def engine_options(self) -> dict[str, Any]:
         """Extra ``create_engine`` arguments for this dialect."""
+        return {}
+
+    def page_options(self) -> dict[str, Any]:
+        """Execution options for keyset pages (server-side cursors where the dialect has them)."""
         return {}
 
     def split_keys(self, info: TableInfo, key: Sequence[str], size: int, limit: int) -> list[KeyRange]:
@@ -157,13 +184,14 @@ class Source:
         """One keyset page: rows with key > max(range start, *after*) and key <= range end."""
         kcols = [info.table.c[k] for k in key]
         stmt = sa.select(*[info.table.c[c] for c in columns])
-        start = after if after is not None else rng.after
+        start = coerce_key(info, key, after if after is not None else rng.after)
+        upto = coerce_key(info, key, rng.upto)
         if start is not None:
             stmt = stmt.where(self._key_cond(kcols, ">", start))
-        if rng.upto is not None:
-            stmt = stmt.where(self._key_cond(kcols, "<=", rng.upto))
+        if upto is not None:
+            stmt = stmt.where(self._key_cond(kcols, "<=", upto))
         stmt = stmt.order_by(*kcols).limit(limit)
-        with self.engine.connect() as conn:
+        with self.engine.connect().execution_options(**self.page_options()) as conn:
             return list(conn.execute(stmt).fetchall())
 
     def fetch_where_in(

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+from sparkindex.config.model import normalize_url
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source
 
 
 def open_source(url: str) -> Source:
+    url = normalize_url(url)
     scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
     if scheme == "sqlite":
         from sparkindex.sources.sqlite import SqliteSource
 
         return SqliteSource(url)
-    raise ConfigError(f"source.url: unsupported database {scheme!r} in {redact_url(url)!r} (supported: sqlite)")
+    if scheme == "postgresql":
+        from sparkindex.sources.postgres import PostgresSource
+
+        return PostgresSource(url)
+    if scheme == "mysql":
+        from sparkindex.sources.mysql import MysqlSource
+
+        return MysqlSource(url)
+    raise ConfigError(
+        f"source.url: unsupported database {scheme!r} in {redact_url(url)!r} (supported: sqlite, postgresql, mysql)"
+    )

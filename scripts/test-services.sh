@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Installs (apt) and starts the database servers the test suite needs, each as a private
+# instance on its own port under $SERVICES_DIR, configured for change capture:
+#   PostgreSQL 15 on 127.0.0.1:55432 (wal_level=logical, wal2json), user/db "sparkindex", trust auth;
+#   MariaDB      on 127.0.0.1:53306 (log_bin, binlog_format=ROW), root without password, db "sparkindex".
+# Idempotent: a server already answering on its port is reused. Stops nothing it did not start.
+set -euo pipefail
+SERVICES_DIR=${SERVICES_DIR:-/tmp/sparkindex-services}
+PG_PORT=${PG_PORT:-55432}
+MY_PORT=${MY_PORT:-53306}
+PG_BIN=/usr/lib/postgresql/15/bin
+
+need=()
+[ -x "$PG_BIN/postgres" ] || need+=(postgresql-15)
+[ -e /usr/lib/postgresql/15/lib/wal2json.so ] || need+=(postgresql-15-wal2json)
+command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+mkdir -p "$SERVICES_DIR"
+chmod 755 "$SERVICES_DIR"
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+PGDATA="$SERVICES_DIR/pg"
+if ! "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT"; then
+  if [ ! -s "$PGDATA/PG_VERSION" ]; then
+    rm -rf "$PGDATA"; mkdir -p "$PGDATA"; chown postgres:postgres "$PGDATA"
+    su postgres -c "$PG_BIN/initdb -D '$PGDATA' -U sparkindex --auth=trust -E UTF8 >/dev/null"
+    cat >> "$PGDATA/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$PGDATA'
+wal_level = logical
+max_replication_slots = 10
+max_wal_senders = 10
+max_connections = 200
+fsync = off
+synchronous_commit = off
+CONF
+  fi
+  su postgres -c "$PG_BIN/pg_ctl -D '$PGDATA' -l '$PGDATA/server.log' -w -t 60 start >/dev/null"
+  "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U sparkindex sparkindex 2>/dev/null || true
+fi
+echo "postgres: postgresql+psycopg://sparkindex@127.0.0.1:$PG_PORT/sparkindex"
+
+# --- MariaDB ----------------------------------------------------------------------------------
+MYDATA="$SERVICES_DIR/mysql"
+if ! mariadb-admin -h 127.0.0.1 -P "$MY_PORT" -u root --silent ping >/dev/null 2>&1; then
+  if [ ! -d "$MYDATA/mysql" ]; then
+    rm -rf "$MYDATA"; mkdir -p "$MYDATA"; chown mysql:mysql "$MYDATA"
+    mariadb-install-db --user=mysql --datadir="$MYDATA" --auth-root-authentication-method=normal \
+      --skip-test-db >/dev/null
+  fi
+  mariadbd --user=mysql --datadir="$MYDATA" --port="$MY_PORT" --bind-address=127.0.0.1 \
+    --socket="$MYDATA/mysqld.sock" --pid-file="$MYDATA/mysqld.pid" --log-error="$MYDATA/error.log" \
+    --log-bin="$MYDATA/binlog" --binlog-format=ROW --server-id=1 --max-connections=300 \
+    --innodb-flush-log-at-trx-commit=2 --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
+    >/dev/null 2>&1 &
+  for _ in $(seq 1 120); do
+    mariadb-admin -h 127.0.0.1 -P "$MY_PORT" -u root --silent ping >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  mariadb -h 127.0.0.1 -P "$MY_PORT" -u root -e "CREATE DATABASE IF NOT EXISTS sparkindex"
+fi
+echo "mysql: mysql+pymysql://root@127.0.0.1:$MY_PORT/sparkindex"

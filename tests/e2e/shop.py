@@ -50,3 +50,42 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, every: fl
 
 def store_of(pipeline: Pipeline) -> CoordinationStore:
     return CoordinationStore(pipeline.coordination_url())
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    """Create (or recreate) database *name* on a PostgreSQL/MySQL server; return its URL."""
+    import sqlalchemy as sa
+
+    from sparkindex.config.model import normalize_url
+
+    url = sa.make_url(normalize_url(server_url))
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    admin.dispose()
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+def copy_shop(sqlite_db: Path, url: str) -> None:
+    """Copy the generated shop (schema and rows) from SQLite into another database."""
+    import sqlalchemy as sa
+
+    src = sa.create_engine(f"sqlite:///{sqlite_db}")
+    dst = sa.create_engine(url)
+    meta = sa.MetaData()
+    meta.reflect(src)
+    for table in meta.sorted_tables:  # portable types: reflected SQLite types map cleanly
+        for col in table.columns:
+            if isinstance(col.type, sa.DateTime):
+                col.type = sa.DateTime()
+            elif isinstance(col.type, sa.Float | sa.REAL):
+                col.type = sa.Float(precision=53)
+    meta.create_all(dst)
+    with src.connect() as read, dst.begin() as write:
+        for table in meta.sorted_tables:
+            rows = [r._asdict() for r in read.execute(sa.select(table))]
+            for i in range(0, len(rows), 5000):
+                write.execute(table.insert(), rows[i : i + 5000])
+    src.dispose()
+    dst.dispose()

@@ -1,14 +1,11 @@
-"""The job and partition state machines, alone and as enforced by the coordination store."""
+"""The job and partition state machines alone (enforced by the store: tests/coordination/)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from sparkindex.coordination.records import PartitionSpec
 from sparkindex.coordination.states import (
     JOB_TRANSITIONS,
     PARTITION_TRANSITIONS,
@@ -17,8 +14,7 @@ from sparkindex.coordination.states import (
     check_job,
     check_partition,
 )
-from sparkindex.coordination.store import CoordinationStore
-from sparkindex.errors import IllegalTransition, LockLost
+from sparkindex.errors import IllegalTransition
 
 JOB_EDGES = [(a, b) for a, targets in JOB_TRANSITIONS.items() for b in sorted(targets)]
 JOB_NON_EDGES = [(a, b) for a, b in itertools.product(JobStatus, JobStatus) if b not in JOB_TRANSITIONS[a]]
@@ -83,52 +79,3 @@ def test_unknown_state_name_is_rejected() -> None:
         check_job("NOT_A_STATE", JobStatus.READY)
     with pytest.raises((ValueError, IllegalTransition)):
         check_partition(PartitionStatus.PENDING, "NOT_A_STATE")
-
-
-# -- through the store -----------------------------------------------------------------------------
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[CoordinationStore]:
-    s = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
-    yield s
-    s.close()
-
-
-def test_store_refuses_illegal_job_transition_and_keeps_status(store: CoordinationStore) -> None:
-    job = store.create_job(["products"], {}, "test")
-    assert job.status == JobStatus.INITIALIZING
-    with pytest.raises(IllegalTransition):
-        store.transition_job(job.id, JobStatus.COMPLETED)
-    after = store.job(job.id)
-    assert after.status == JobStatus.INITIALIZING
-    assert after.completed_at is None
-    # a legal move still works afterwards
-    assert store.transition_job(job.id, JobStatus.READY).status == JobStatus.READY
-    with pytest.raises(IllegalTransition):
-        store.transition_job(job.id, JobStatus.INITIALIZING)
-    assert store.job(job.id).status == JobStatus.READY
-
-
-def test_store_legal_job_path_sets_timestamps(store: CoordinationStore) -> None:
-    job = store.create_job(["products"], {}, "test")
-    store.transition_job(job.id, JobStatus.READY)
-    running = store.transition_job(job.id, JobStatus.RUNNING)
-    assert running.started_at is not None and running.completed_at is None
-    done = store.transition_job(job.id, JobStatus.COMPLETED)
-    assert done.status == JobStatus.COMPLETED and done.completed_at is not None
-    with pytest.raises(IllegalTransition):
-        store.transition_job(job.id, JobStatus.READY)
-    assert store.job(job.id).status == JobStatus.COMPLETED
-
-
-def test_complete_on_pending_partition_is_lock_lost(store: CoordinationStore) -> None:
-    job = store.create_job(["products"], {}, "test")
-    store.add_partitions(job.id, [PartitionSpec("products", 0, None, None, 10, 10, 0)])
-    (part,) = store.partitions(job.id)
-    assert part.status == PartitionStatus.PENDING
-    with pytest.raises(LockLost):
-        store.complete(part.id, part.claim_token)
-    with pytest.raises(LockLost):
-        store.complete(part.id, part.claim_token + 1)
-    after = store.partition(part.id)
-    assert after.status == PartitionStatus.PENDING
-    assert after.claim_token == part.claim_token

@@ -37,6 +37,8 @@ def build_session(config: SparkConfig) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(config.master).appName(config.app_name)
+    # Executors on a cluster start Python from this conf, not from the driver's environment.
+    builder = builder.config("spark.pyspark.python", sys.executable)
     for key, value in {**DEFAULT_CONF, **config.conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,7 +1,6 @@
-"""The coordination store: claiming partitions, fencing, stale reclaim, failure and stats.
+"""Claiming partitions, fencing, stale reclaim, failure and claim order - on every store.
 
-All tests run against a real SQLite file; staleness is produced by writing ``last_heartbeat`` into
-the past, never by sleeping.
+Staleness is produced by writing ``last_heartbeat`` into the past, never by sleeping.
 """
 
 from __future__ import annotations
@@ -9,88 +8,31 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from sparkindex.coordination.records import PartitionSpec
-from sparkindex.coordination.states import JobStatus, PartitionStatus
+from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import LockLost
+from tests.coordination.helpers import age_heartbeat, claim_all, new_job, spec
 
 P = PartitionStatus
-LONG_AGO = 1_000.0  # seconds in the past for a heartbeat that is certainly stale
-
-
-def spec(i: int, *, entity: str = "products", estimated: int = 10, work: int = 10, priority: int = 0) -> PartitionSpec:
-    return PartitionSpec(
-        entity=entity,
-        partition_index=i,
-        range_start=None,
-        range_end=None,
-        estimated_count=estimated,
-        work_units=work,
-        priority=priority,
-    )
-
-
-def url_for(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'state.db'}"
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[CoordinationStore]:
-    s = CoordinationStore(url_for(tmp_path))
-    yield s
-    s.close()
-
-
-def new_job(store: CoordinationStore, n: int) -> tuple[str, list[str]]:
-    job = store.create_job(["products"], {}, "test")
-    store.add_partitions(job.id, [spec(i) for i in range(n)])
-    return job.id, [p.id for p in store.partitions(job.id)]
-
-
-def age_heartbeat(store: CoordinationStore, pid: str, seconds_ago: float = LONG_AGO) -> None:
-    pt = store.t.partition
-    with store.engine.begin() as conn:
-        res = conn.execute(pt.update().where(pt.c.id == pid).values(last_heartbeat=time.time() - seconds_ago))
-        assert res.rowcount == 1
-
 
 # -- the 16-process claim race ---------------------------------------------------------------------
 WORKERS = 16
 
 
-def _claim_all(url: str, job_id: str, n: int, barrier: object, results: object) -> None:
-    """Spawned worker: wait for all the others, then claim until nothing is left."""
-    store = CoordinationStore(url)
-    got: list[str] = []
-    error = None
-    try:
-        barrier.wait(timeout=120)  # type: ignore[attr-defined]
-        while (rec := store.claim_next(job_id, owner=f"w{n}")) is not None:
-            if rec.status != P.PROCESSING or rec.owner != f"w{n}":
-                raise AssertionError(f"claim_next returned {rec}")
-            got.append(rec.id)
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
-        error = repr(exc)
-    finally:
-        store.close()
-        results.put((n, got, error))  # type: ignore[attr-defined]
-
-
 @pytest.mark.slow
-def test_claim_race_16_processes_each_partition_claimed_exactly_once(tmp_path: Path, store: CoordinationStore) -> None:
+def test_claim_race_16_processes_each_partition_claimed_exactly_once(
+    store_url: tuple[str, str], store: CoordinationStore
+) -> None:
+    url, prefix = store_url
     job_id, ids = new_job(store, 200)
     assert len(set(ids)) == 200
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
     queue = ctx.Queue()
-    procs = [
-        ctx.Process(target=_claim_all, args=(url_for(tmp_path), job_id, n, barrier, queue)) for n in range(WORKERS)
-    ]
+    procs = [ctx.Process(target=claim_all, args=(url, prefix, job_id, n, barrier, queue)) for n in range(WORKERS)]
     for proc in procs:
         proc.start()
     try:
@@ -289,54 +231,6 @@ def test_release_keeps_cursor_and_allows_reclaim(store: CoordinationStore) -> No
     assert part.status == P.PENDING and part.cursor == ("k", 3) and part.retry_count == 0
     again = store.claim_next(job_id, "w2")
     assert again is not None and again.claim_token == rec.claim_token + 1 and again.cursor == ("k", 3)
-
-
-# -- stats -----------------------------------------------------------------------------------------
-def test_stats_and_roll_up(store: CoordinationStore) -> None:
-    job = store.create_job(["products", "orders"], {}, "test")
-    store.add_partitions(
-        job.id,
-        [spec(0, estimated=100), spec(1, estimated=50), spec(2, estimated=25), spec(0, entity="orders", estimated=40)],
-    )
-    before = store.stats(job.id)
-    assert set(before) == {"orders", "products"}
-    assert before["products"].total == 175 and before["orders"].total == 40
-    assert before["products"].partitions == {"PENDING": 3}
-    assert before["products"].processed == 0 and not before["products"].done
-
-    parts = {(p.entity, p.partition_index): p for p in store.partitions(job.id)}
-    a = store.claim(parts[("products", 0)].id, "w", "r", 60)
-    b = store.claim(parts[("products", 1)].id, "w", "r", 60)
-    c = store.claim(parts[("orders", 0)].id, "w", "r", 60)
-    assert a and b and c
-    store.save_progress(a.id, a.claim_token, [10], 8, 2)
-    store.save_progress(a.id, a.claim_token, [20], 5, 0)
-    store.save_progress(b.id, b.claim_token, [30], 4, 1)
-    store.save_progress(c.id, c.claim_token, [40], 40, 0)
-    store.complete(a.id, a.claim_token)
-    store.complete(c.id, c.claim_token)
-
-    stats = store.stats(job.id)
-    prod, orders = stats["products"], stats["orders"]
-    assert (prod.total, prod.processed, prod.success, prod.failed) == (175, 20, 17, 3)
-    assert prod.partitions == {"COMPLETED": 1, "PROCESSING": 1, "PENDING": 1}
-    assert not prod.done
-    assert (orders.total, orders.processed, orders.success, orders.failed) == (40, 40, 40, 0)
-    assert orders.partitions == {"COMPLETED": 1}
-    assert orders.done
-
-    rolled = store.roll_up(job.id)
-    assert rolled == stats
-    rec = store.job(job.id)
-    assert rec.total_records == 215
-    assert rec.processed_records == 60
-    assert rec.success_records == 57
-    assert rec.failed_records == 3
-    assert rec.status == JobStatus.INITIALIZING  # rolling up never moves the state
-
-
-def test_stats_of_unknown_job_is_empty(store: CoordinationStore) -> None:
-    assert store.stats("no-such-job") == {}
 
 
 # -- claim order -----------------------------------------------------------------------------------

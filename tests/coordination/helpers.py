@@ -1,0 +1,84 @@
+"""Shared helpers of the conformance suite (importable by spawned worker processes too)."""
+
+from __future__ import annotations
+
+import time
+
+from sparkindex.coordination.records import JobRecord, PartitionSpec
+from sparkindex.coordination.states import JobStatus, PartitionStatus
+from sparkindex.coordination.store import CoordinationStore
+
+J = JobStatus
+P = PartitionStatus
+LONG_AGO = 1_000.0  # seconds in the past for a heartbeat that is certainly stale
+
+
+def spec(i: int, *, entity: str = "products", estimated: int = 10, work: int = 10, priority: int = 0) -> PartitionSpec:
+    return PartitionSpec(
+        entity=entity,
+        partition_index=i,
+        range_start=None,
+        range_end=None,
+        estimated_count=estimated,
+        work_units=work,
+        priority=priority,
+    )
+
+
+def new_job(store: CoordinationStore, n: int) -> tuple[str, list[str]]:
+    job = store.create_job(["products"], {}, "test")
+    store.add_partitions(job.id, [spec(i) for i in range(n)])
+    return job.id, [p.id for p in store.partitions(job.id)]
+
+
+def age_heartbeat(store: CoordinationStore, pid: str, seconds_ago: float = LONG_AGO) -> None:
+    """Write the partition's heartbeat into the past (staleness without sleeping)."""
+    pt = store.t.partition
+    with store.engine.begin() as conn:
+        res = conn.execute(pt.update().where(pt.c.id == pid).values(last_heartbeat=time.time() - seconds_ago))
+        assert res.rowcount == 1
+
+
+def expire(store: CoordinationStore, key: str) -> None:
+    """Put the lock's expiry in the past, as if its holder had stopped refreshing long ago."""
+    lt = store.t.lock
+    with store.engine.begin() as conn:
+        res = conn.execute(lt.update().where(lt.c.lock_key == key).values(expires_at=time.time() - 100))
+        assert res.rowcount == 1
+
+
+def job_in(store: CoordinationStore, status: JobStatus) -> JobRecord:
+    """A job moved along legal edges to *status*."""
+    paths = {
+        J.INITIALIZING: [],
+        J.READY: [J.READY],
+        J.RUNNING: [J.READY, J.RUNNING],
+        J.STOPPING: [J.READY, J.RUNNING, J.STOPPING],
+        J.STOPPED: [J.READY, J.RUNNING, J.STOPPING, J.STOPPED],
+        J.FAILED: [J.READY, J.RUNNING, J.FAILED],
+        J.COMPLETED: [J.READY, J.RUNNING, J.COMPLETED],
+        J.COMPLETED_WITH_ERRORS: [J.READY, J.RUNNING, J.COMPLETED_WITH_ERRORS],
+    }
+    job = store.create_job(["products"], {}, "test")
+    for step in paths[status]:
+        job = store.transition_job(job.id, step)
+    assert job.status == status
+    return job
+
+
+def claim_all(url: str, prefix: str, job_id: str, n: int, barrier: object, results: object) -> None:
+    """Spawned worker of the claim race: wait for all the others, then claim until nothing is left."""
+    store = CoordinationStore(url, prefix)
+    got: list[str] = []
+    error = None
+    try:
+        barrier.wait(timeout=120)  # type: ignore[attr-defined]
+        while (rec := store.claim_next(job_id, owner=f"w{n}")) is not None:
+            if rec.status != P.PROCESSING or rec.owner != f"w{n}":
+                raise AssertionError(f"claim_next returned {rec}")
+            got.append(rec.id)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
+        error = repr(exc)
+    finally:
+        store.close()
+        results.put((n, got, error))  # type: ignore[attr-defined]

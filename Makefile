@@ -27,10 +27,12 @@ demo: java venv
 	$(BIN)/sparkindex demo $(if $(ROWS),--rows $(ROWS),)
 
 test: java venv
+	bash scripts/test-services.sh
 	$(BIN)/pytest -q
 
 bench: java venv
-	$(BIN)/python bench/run.py
+	bash scripts/test-services.sh
+	$(BIN)/python -m bench.run
 
 lint: venv
 	$(BIN)/ruff check src tests bench

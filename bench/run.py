@@ -98,7 +98,18 @@ def bench_reindex_tantivy(rows: int) -> dict[str, object]:
 
 def main() -> None:
     rows = int(os.environ.get("BENCH_ROWS", "1000000"))
-    print(orjson.dumps(bench_reindex_tantivy(rows)).decode(), flush=True)
+    only = os.environ.get("BENCH", "all")
+    if only in ("all", "pg"):
+        from bench.pg import main_lines
+
+        work = Path(tempfile.mkdtemp(prefix="sparkindex-bench-pg-"))
+        try:
+            for line in main_lines(rows, work):
+                print(line, flush=True)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    if only in ("all", "tantivy"):
+        print(orjson.dumps(bench_reindex_tantivy(rows)).decode(), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ import time
 from collections import Counter
 
 import pytest
+import sqlalchemy as sa
 
+from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import LockLost
@@ -58,6 +60,48 @@ def test_claim_race_16_processes_each_partition_claimed_exactly_once(
         assert part.claim_token == 1
         assert part.owner == owner_of[part.id]
     assert store.claim_next(job_id, owner="late") is None
+
+
+# -- a claim in flight elsewhere ------------------------------------------------------------------
+SERVER_STORES = [
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
+]
+
+
+@pytest.mark.parametrize("store_url", SERVER_STORES, indirect=True)
+def test_claim_in_flight_elsewhere_does_not_hide_the_other_partitions(
+    store_url: tuple[str, str], store: CoordinationStore
+) -> None:
+    """Row-locking stores: while another process sits between its pick (FOR UPDATE SKIP LOCKED) and
+    its commit, claim_next still hands out one of the remaining partitions instead of None.
+
+    (SQLite serialises whole claims with BEGIN IMMEDIATE, so this moment does not exist there.)
+    The other process is a second store; its claim is paused just before its UPDATE (its pick is
+    done, its row locks are held) by a cursor event, which runs our claim at that moment - no
+    threads, no sleeps.
+    """
+    url, prefix = store_url
+    job_id, ids = new_job(store, 5)
+    other = CoordinationStore(url, prefix)
+    seen: list[PartitionRecord | None] = []
+
+    def meanwhile(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.lstrip().upper().startswith("UPDATE") and not seen:
+            seen.append(store.claim_next(job_id, "second"))
+
+    sa.event.listen(other.engine, "before_cursor_execute", meanwhile)
+    try:
+        first = other.claim_next(job_id, "first")
+    finally:
+        sa.event.remove(other.engine, "before_cursor_execute", meanwhile)
+        other.close()
+    assert len(seen) == 1, "the other claim never reached its UPDATE"
+    second = seen[0]
+    assert second is not None, "claim_next returned None while 4 partitions were PENDING and unlocked"
+    assert first is not None and first.owner == "first"
+    assert second.owner == "second" and second.id != first.id
+    assert {p.id for p in store.partitions(job_id, [P.PENDING])} == set(ids) - {first.id, second.id}
 
 
 # -- claiming one specific partition ---------------------------------------------------------------

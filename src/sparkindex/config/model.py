@@ -70,6 +70,9 @@ class IndexConfig(_Strict):
     page_size: int = Field(default=1000, gt=0, le=100_000)
     complexity: float = Field(default=1.0, gt=0)
     priority: int = 0
+    #: where documents are assembled: in Python (batched IN fetches) or in the database (JSON
+    #: aggregation, PostgreSQL); "auto" takes what `make bench` measured faster for the dialect.
+    build: Literal["auto", "python", "database"] = "auto"
 
 
 class SourceConfig(_Strict):

@@ -7,14 +7,17 @@ lost its claim finds that its update matched no row, and is told so with :class:
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import orjson
 import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 
+from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.dead_letters import DeadLetterStore
 from sparkindex.coordination.engine import ensure_schema, make_engine
 from sparkindex.coordination.locks import LockManager
@@ -26,13 +29,41 @@ from sparkindex.coordination.states import (
     check_partition,
 )
 from sparkindex.coordination.tables import make_tables
-from sparkindex.errors import LockLost, PermanentError
+from sparkindex.errors import LockLost, PermanentError, TransientError
+from sparkindex.retry import Backoff
+
+T = TypeVar("T")
 
 P = PartitionStatus
 
 
 def _dump_key(key: Sequence[Any] | None) -> str | None:
     return None if key is None else orjson.dumps(list(key)).decode()
+
+
+def retryable(exc: DBAPIError) -> bool:
+    """Deadlocks, serialization failures and dropped connections: the transaction may simply rerun."""
+    code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return bool(exc.connection_invalidated) or code in (1213, 1205, 2006, 2013) or sqlstate in ("40P01", "40001")
+
+
+def rerun_on_conflict(fn: Callable[..., T]) -> Callable[..., T]:
+    """Rerun a whole store transaction that the database aborted as a deadlock victim (InnoDB does
+    this under concurrent SKIP LOCKED claims) or lost to a restart; capped backoff with jitter."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        backoff = Backoff(initial_s=0.005, max_s=1.0, deadline_s=120.0)
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except DBAPIError as exc:
+                if not retryable(exc) or backoff.expired():
+                    raise
+                time.sleep(backoff.next_delay())
+
+    return wrapper
 
 
 def alias_key(aliases: Sequence[str]) -> str:
@@ -44,7 +75,13 @@ class CoordinationStore:
         self.url = url
         self.engine = make_engine(url)
         self.t = make_tables(prefix)
-        ensure_schema(self.engine, self.t)
+        try:
+            ensure_schema(self.engine, self.t)
+        except DBAPIError as exc:
+            raise TransientError(
+                f"coordination store {redact_url(url)} is unreachable: {redact_url(str(exc.orig)).strip()}"
+            ) from None
+        self._optimistic_claims = self.engine.dialect.name == "mysql"
         self.locks = LockManager(self.engine, self.t.lock)
         self.dead_letters = DeadLetterStore(self.engine, self.t.dead_letter)
 
@@ -169,37 +206,48 @@ class CoordinationStore:
             "last_heartbeat": now,
         }
 
+    @rerun_on_conflict
     def claim_next(self, job_id: str, owner: str, run_id: str | None = None) -> PartitionRecord | None:
-        """Acquire the next partition (Data Prepper order): re-opened CLOSED ones, then PENDING."""
-        pt = self.t.partition
-        now = time.time()
-        with self.engine.begin() as conn:
-            for cond in (
-                sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now),
-                pt.c.status == P.PENDING,
-            ):
-                pick = (
-                    sa.select(pt.c.id, pt.c.status)
-                    .where(pt.c.job_id == job_id, cond)
-                    .order_by(pt.c.priority.desc(), pt.c.work_units.desc(), pt.c.entity, pt.c.partition_index)
-                    .limit(1)
-                    .with_for_update(skip_locked=True)
-                )
-                row = conn.execute(pick).first()
-                if row is None:
-                    continue
-                check_partition(row.status, P.PROCESSING)
-                res = conn.execute(
-                    pt.update()
-                    .where(pt.c.id == row.id, pt.c.status == row.status)
-                    .values(**self._claim_values(owner, run_id, now))
-                )
-                if res.rowcount == 1:
-                    break
-            else:
-                return None
-        return self.partition(row.id)
+        """Acquire the next partition (Data Prepper order): re-opened CLOSED ones, then PENDING.
 
+        PostgreSQL and SQLite pick with ``FOR UPDATE SKIP LOCKED`` (SQLite: inside an immediate
+        transaction). InnoDB locks every row it reads while sorting, so there SKIP LOCKED would hide
+        all work behind one in-flight claim; MySQL/MariaDB instead read a few candidates without
+        locks and take the first whose conditional UPDATE still finds it unclaimed.
+        """
+        pt = self.t.partition
+        order = (pt.c.priority.desc(), pt.c.work_units.desc(), pt.c.entity, pt.c.partition_index)
+        now = time.time()
+        conds = (sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now), pt.c.status == P.PENDING)
+        while True:
+            claimed: str | None = None
+            with self.engine.begin() as conn:
+                candidates: list[Any] = []
+                for cond in conds:
+                    pick = sa.select(pt.c.id, pt.c.status).where(pt.c.job_id == job_id, cond).order_by(*order)
+                    if self._optimistic_claims:
+                        candidates = list(conn.execute(pick.limit(16)))
+                    else:
+                        candidates = list(conn.execute(pick.limit(1).with_for_update(skip_locked=True)))
+                    if candidates:
+                        break
+                if not candidates:
+                    return None
+                for row in candidates:
+                    check_partition(row.status, P.PROCESSING)
+                    res = conn.execute(
+                        pt.update()
+                        .where(pt.c.id == row.id, pt.c.status == row.status)
+                        .values(**self._claim_values(owner, run_id, now))
+                    )
+                    if res.rowcount == 1:
+                        claimed = row.id
+                        break
+            if claimed is not None:
+                return self.partition(claimed)
+            # every candidate was taken meanwhile: look again
+
+    @rerun_on_conflict
     def claim(self, partition_id: str, owner: str, run_id: str, stale_after_s: float) -> PartitionRecord | None:
         """Claim one specific partition for a Spark task.
 
@@ -296,6 +344,7 @@ class CoordinationStore:
         self._fenced(partition_id, token, to, owner=None, last_error=error[:4000], retry_count=pt.c.retry_count + 1)
         return to
 
+    @rerun_on_conflict
     def reclaim_stale(self, job_id: str, stale_after_s: float, max_retries: int) -> tuple[int, int]:
         """Stale PROCESSING partitions go back to PENDING under the retry limit, else FAILED."""
         pt = self.t.partition

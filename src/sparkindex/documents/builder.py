@@ -12,8 +12,8 @@ from typing import Any
 
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.plan import IndexPlan, RelationPlan
-from sparkindex.errors import DocumentError
-from sparkindex.sources.base import Source
+from sparkindex.errors import ConfigError, DocumentError
+from sparkindex.sources.base import KeyRange, Source
 
 Row = tuple[Any, ...]
 
@@ -30,7 +30,19 @@ def document_id(values: Sequence[Any]) -> str:
     return "|".join("" if v is None else str(v) for v in values)
 
 
+@dataclass(frozen=True)
+class Page:
+    """One keyset page: its documents, its per-document failures, and where the next page starts."""
+
+    docs: list[BuiltDocument]
+    failures: list[DocumentError]
+    rows: int
+    last_key: tuple[Any, ...] | None
+
+
 class DocumentBuilder:
+    """Builds documents in Python: one query per page plus one per relation (batched IN)."""
+
     def __init__(self, source: Source, plan: IndexPlan) -> None:
         self.source = source
         self.plan = plan
@@ -42,6 +54,12 @@ class DocumentBuilder:
 
     def key_of(self, row: Row) -> tuple[Any, ...]:
         return tuple(row[i] for i in self._id_pos)
+
+    def page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
+        plan = self.plan
+        rows = self.source.read_page(plan.table, plan.id_columns, self.read_columns, rng, after, limit)
+        docs, failures = self.build(rows)
+        return Page(docs, failures, len(rows), self.key_of(rows[-1]) if rows else None)
 
     def build(self, rows: Sequence[Row]) -> tuple[list[BuiltDocument], list[DocumentError]]:
         """Documents for *rows* (in order) and the per-document failures."""
@@ -90,3 +108,21 @@ class DocumentBuilder:
                     many.setdefault(tuple(row[i] for i in rpos), []).append(child)
                 for key, doc in zip(keys, parent_docs, strict=True):
                     doc[rel.name] = many.get(key, [])
+
+
+def make_builder(source: Source, plan: IndexPlan) -> DocumentBuilder:
+    """The builder for *plan*: in the database where the dialect can and measurement said it pays."""
+    mode = plan.config.build
+    if mode == "python":
+        return DocumentBuilder(source, plan)
+    in_db = source.database_builder(plan)
+    if in_db is None:
+        if mode == "database":
+            raise ConfigError(
+                f"index {plan.alias!r}: build: database is not available for {type(source).__name__}; "
+                "use build: python or auto"
+            )
+        return DocumentBuilder(source, plan)
+    if mode == "database" or source.prefer_database_build:
+        return in_db
+    return DocumentBuilder(source, plan)

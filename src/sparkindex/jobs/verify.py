@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkindex.documents.builder import DocumentBuilder
+from sparkindex.documents.builder import make_builder
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.sources.base import KeyRange, Source
 from sparkindex.targets.base import Target
@@ -38,19 +38,17 @@ class VerifyReport:
 
 
 def source_hashes(source: Source, plan: IndexPlan) -> dict[str, str]:
-    builder = DocumentBuilder(source, plan)
-    key_pos = [builder.read_columns.index(c) for c in plan.id_columns]
+    builder = make_builder(source, plan)
     hashes: dict[str, str] = {}
     after = None
-    page = max(plan.config.page_size, 1000)
+    page_size = max(plan.config.page_size, 1000)
     while True:
-        rows = source.read_page(plan.table, plan.id_columns, builder.read_columns, KeyRange(None, None), after, page)
-        docs, _failures = builder.build(rows)
-        for d in docs:
+        page = builder.page(KeyRange(None, None), after, page_size)
+        for d in page.docs:
             hashes[d.id] = d.hash
-        if len(rows) < page:
+        if page.rows < page_size:
             return hashes
-        after = tuple(rows[-1][i] for i in key_pos)
+        after = page.last_key
 
 
 def verify_alias(source: Source, target: Target, plan: IndexPlan) -> VerifyReport:

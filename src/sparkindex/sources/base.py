@@ -12,7 +12,7 @@ import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -20,6 +20,10 @@ from sqlalchemy.exc import NoSuchTableError, OperationalError
 
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError, TransientError
+
+if TYPE_CHECKING:
+    from sparkindex.documents.builder import DocumentBuilder
+    from sparkindex.documents.plan import IndexPlan
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +92,14 @@ class Source:
 
     #: SQLite allows 32766 variables in modern builds; stay well below every dialect's limit.
     max_in_params = 900
+    #: whether build: auto assembles documents in the database (set from measurement, see bench/).
+    prefer_database_build = False
 
     def __init__(self, url: str, engine: Engine | None = None) -> None:
         self.url = url
         self.engine = engine or sa.create_engine(url, **self.engine_options())
         self._meta = sa.MetaData()
+        sa.event.listen(self._meta, "column_reflect", self.column_reflect)
         self._tables: dict[str, TableInfo] = {}
 
     # -- hooks -------------------------------------------------------------------------------------
@@ -100,9 +107,16 @@ class Source:
         """Extra ``create_engine`` arguments for this dialect."""
         return {}
 
+    def column_reflect(self, inspector: Any, table: sa.Table, column_info: dict[str, Any]) -> None:
+        """Adjust a reflected column type where the dialect's reflection loses meaning; optional."""
+
     def page_options(self) -> dict[str, Any]:
         """Execution options for keyset pages (server-side cursors where the dialect has them)."""
         return {}
+
+    def database_builder(self, plan: IndexPlan) -> DocumentBuilder | None:
+        """A builder that assembles whole documents in SQL, if this dialect has one."""
+        return None
 
     def split_keys(self, info: TableInfo, key: Sequence[str], size: int, limit: int) -> list[KeyRange]:
         """Split the key space into ranges of about *size* rows, at most *limit* of them."""
@@ -127,7 +141,9 @@ class Source:
             prefix = f"{where}: " if where else ""
             raise ConfigError(f"{prefix}table {name!r} not found in the source (tables: {known})") from None
         except OperationalError as exc:
-            raise TransientError(f"cannot reflect table {name!r}: {redact_url(str(exc.orig))}") from exc
+            raise TransientError(
+                f"source {redact_url(self.url)}: cannot read table {name!r}: {redact_url(str(exc.orig)).strip()}"
+            ) from None
         columns = {str(c.name): Column(str(c.name), c.type, bool(c.nullable)) for c in table.columns}
         fks = tuple(
             ForeignKey(

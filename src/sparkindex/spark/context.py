@@ -16,7 +16,7 @@ import orjson
 
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.documents.builder import DocumentBuilder
+from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.plan import resolve_index
 from sparkindex.sources.base import Source
 from sparkindex.sources.registry import open_source
@@ -48,7 +48,7 @@ class WorkerContext:
         if alias not in self._builders:
             i = [x.alias for x in self.pipeline.indexes].index(alias)
             plan = resolve_index(self.source, self.pipeline.indexes[i], f"indexes[{i}]")
-            self._builders[alias] = DocumentBuilder(self.source, plan)
+            self._builders[alias] = make_builder(self.source, plan)
         return self._builders[alias]
 
 

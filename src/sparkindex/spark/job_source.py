@@ -18,6 +18,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import JobStatus, PartitionStatus
+from sparkindex.documents.builder import Page
 from sparkindex.errors import TransientError
 from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange
@@ -108,37 +109,32 @@ class PartitionReadTask:
         rng = KeyRange(rec.range_start, rec.range_end)
         after = rec.cursor
         page_size = plan.config.page_size
-        id_cols = plan.id_columns
-        key_pos = [builder.read_columns.index(c) for c in id_cols]
         while True:
             if self._stopping():
                 yield _control(rec, Kind.RELEASED)
                 return
-            start = after
             try:
-                rows = retry_transient(
-                    lambda start=start: self._page(rng, start, page_size),  # type: ignore[misc]
-                    f"reading {plan.table.name} after {start}",
+                page = retry_transient(
+                    lambda start=after: self._page(rng, start, page_size),  # type: ignore[misc]
+                    f"reading {plan.table.name} after {after}",
                     job.retries,
                     Backoff(job.backoff_initial_s, job.backoff_max_s),
                 )
-                docs, failures = builder.build(rows)
             except TransientError as exc:
                 yield _control(rec, Kind.FAILED, error=str(exc))
                 return
-            if rows:
-                after = tuple(rows[-1][i] for i in key_pos)
-                yield self._batch(docs, failures, orjson.dumps(list(after)).decode())
-            if len(rows) < page_size:
+            if page.last_key is not None:
+                after = page.last_key
+                yield self._batch(page.docs, page.failures, orjson.dumps(list(after)).decode())
+            if page.rows < page_size:
                 yield _control(rec, Kind.PARTITION_END)
                 return
 
-    def _page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> list[tuple[Any, ...]]:
+    def _page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
         from sqlalchemy.exc import DBAPIError
 
-        b = self.builder
         try:
-            return self.ctx.source.read_page(b.plan.table, b.plan.id_columns, b.read_columns, rng, after, limit)
+            return self.builder.page(rng, after, limit)
         except DBAPIError as exc:
             if exc.connection_invalidated or "locked" in str(exc.orig):
                 raise TransientError(str(exc.orig)) from exc

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from sparkindex.sources.base import KeyRange, Source, TableInfo
 from sparkindex.sources.partitioning import ranges_from_boundaries, split_by_range_or_walk
+
+if TYPE_CHECKING:
+    from sparkindex.documents.builder import DocumentBuilder
+    from sparkindex.documents.plan import IndexPlan
 
 #: Keys sampled per wanted partition: enough for boundaries within a few percent of even.
 SAMPLES_PER_PARTITION = 200
@@ -20,6 +24,11 @@ class PostgresSource(Source):
 
     def engine_options(self) -> dict[str, Any]:
         return {"pool_pre_ping": True}
+
+    def database_builder(self, plan: IndexPlan) -> DocumentBuilder | None:
+        from sparkindex.documents.in_database import JsonAggregationBuilder
+
+        return JsonAggregationBuilder(self, plan)
 
     def page_options(self) -> dict[str, Any]:
         return {"stream_results": True, "yield_per": 5000}

@@ -1,0 +1,60 @@
+"""The store survives a real PostgreSQL restart: pooled connections are pinged before use."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from sparkindex.coordination.states import PartitionStatus
+from sparkindex.coordination.store import CoordinationStore
+from tests.conftest import ROOT
+from tests.coordination.helpers import spec
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+PG_DATA = "/tmp/sparkindex-services/pg"
+
+
+def restart_postgres(log: Path) -> None:
+    """A real fast restart; ``-w`` returns once the server accepts connections again.
+
+    The server's own output goes to its log file (as scripts/test-services.sh starts it), so no
+    pipe of ours is held open by the new postmaster.
+    """
+    cmd = f"{PG_BIN}/pg_ctl -D {PG_DATA} -l {PG_DATA}/server.log -w -m fast restart"
+    with log.open("wb") as out:
+        res = subprocess.run(["su", "postgres", "-c", cmd], stdout=out, stderr=subprocess.STDOUT, timeout=120)
+    assert res.returncode == 0, log.read_text()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+def test_store_keeps_working_after_a_real_postgres_restart(store_url: tuple[str, str], tmp_path: Path) -> None:
+    url, prefix = store_url
+    store = CoordinationStore(url, prefix)
+    try:
+        job = store.create_job(["products"], {}, "test")
+        store.add_partitions(job.id, [spec(0), spec(1)])
+        with store.engine.connect() as conn:
+            started = conn.execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one()
+        assert store.engine.pool.checkedin() >= 1, "the pool must hold a connection the restart will kill"
+
+        try:
+            restart_postgres(tmp_path / "pg_ctl.log")
+        except BaseException:
+            subprocess.run(["bash", str(ROOT / "scripts" / "test-services.sh")], check=False, capture_output=True)
+            raise
+
+        # the very same store object, its pooled connections now dead
+        assert store.job(job.id).id == job.id
+        rec = store.claim_next(job.id, "after-restart")
+        assert rec is not None and rec.status == PartitionStatus.PROCESSING
+        store.save_progress(rec.id, rec.claim_token, [1], 1, 0)
+        assert store.partition(rec.id).processed_count == 1
+        with store.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one() > started, "no restart"
+    finally:
+        store.close()

@@ -141,8 +141,10 @@ def bench_postgres(rows: int, work: Path) -> list[dict[str, Any]]:
 def main_lines(rows: int, work: Path) -> list[str]:
     services()
     if rows == 0:  # BENCH_ROWS=0: the claim benchmarks only
-        return [orjson.dumps(bench_claims(k, u)).decode() for k, u in
-                [("sqlite", f"sqlite:///{work / 'claims.db'}"), ("postgres", PG), ("mysql", MYSQL)]]
+        return [
+            orjson.dumps(bench_claims(k, u)).decode()
+            for k, u in [("sqlite", f"sqlite:///{work / 'claims.db'}"), ("postgres", PG), ("mysql", MYSQL)]
+        ]
     lines = [
         orjson.dumps(bench_claims(k, u)).decode()
         for k, u in [("sqlite", f"sqlite:///{work / 'claims.db'}"), ("postgres", PG), ("mysql", MYSQL)]

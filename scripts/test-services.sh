@@ -64,4 +64,4 @@ if ! mariadb-admin -h 127.0.0.1 -P "$MY_PORT" -u root --silent ping >/dev/null 2
   done
   mariadb -h 127.0.0.1 -P "$MY_PORT" -u root -e "CREATE DATABASE IF NOT EXISTS sparkindex"
 fi
-echo "mysql: mysql+pymysql://root@127.0.0.1:$MY_PORT/sparkindex"
+echo "mysql: mysql://root@127.0.0.1:$MY_PORT/sparkindex"

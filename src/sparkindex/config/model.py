@@ -192,8 +192,8 @@ def resolve_sqlite_url(url: str, base_dir: Path) -> str:
 DRIVERS = {
     "postgresql": "postgresql+psycopg",
     "postgres": "postgresql+psycopg",
-    "mysql": "mysql+pymysql",
-    "mariadb": "mysql+pymysql",
+    "mysql": "mysql+mysqldb",
+    "mariadb": "mysql+mysqldb",
 }
 
 

@@ -22,7 +22,7 @@ from sparkindex.sources.base import KeyRange
 from sparkindex.sources.registry import open_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.e2e.shop import copy_shop, fresh_database  # noqa: E402
+from tests.e2e.shop import copy_shop, fresh_database
 
 CONFIG = IndexConfig(
     alias="products",

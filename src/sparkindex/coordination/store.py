@@ -219,6 +219,8 @@ class CoordinationStore:
         order = (pt.c.priority.desc(), pt.c.work_units.desc(), pt.c.entity, pt.c.partition_index)
         now = time.time()
         conds = (sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now), pt.c.status == P.PENDING)
+        if not self._optimistic_claims and self.engine.dialect.update_returning:
+            return self._claim_next_returning(job_id, owner, run_id, now, conds, order)
         while True:
             claimed: str | None = None
             with self.engine.begin() as conn:
@@ -246,6 +248,27 @@ class CoordinationStore:
             if claimed is not None:
                 return self.partition(claimed)
             # every candidate was taken meanwhile: look again
+
+    def _claim_next_returning(
+        self, job_id: str, owner: str, run_id: str | None, now: float, conds: Any, order: Any
+    ) -> PartitionRecord | None:
+        """The seed's one statement: UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING."""
+        pt = self.t.partition
+        for src in (P.CLOSED, P.PENDING):
+            check_partition(src, P.PROCESSING)
+        reopened_first = sa.case((pt.c.status == P.CLOSED, 0), else_=1)
+        pick = (
+            sa.select(pt.c.id)
+            .where(pt.c.job_id == job_id, sa.or_(*conds))
+            .order_by(reopened_first, *order)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+        stmt = pt.update().where(pt.c.id == pick).values(**self._claim_values(owner, run_id, now)).returning(*pt.c)
+        with self.engine.begin() as conn:
+            row = conn.execute(stmt).first()
+        return None if row is None else PartitionRecord.from_row(row)
 
     @rerun_on_conflict
     def claim(self, partition_id: str, owner: str, run_id: str, stale_after_s: float) -> PartitionRecord | None:

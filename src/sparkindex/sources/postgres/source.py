@@ -21,6 +21,9 @@ SAMPLES_PER_PARTITION = 200
 
 class PostgresSource(Source):
     max_in_params = 5000
+    #: `make bench` (build_postgres, 200k shop products with reviews and authors): JSON aggregation
+    #: in PostgreSQL built 10.3k docs/s, the Python builder 4.2k docs/s.
+    prefer_database_build = True
 
     def engine_options(self) -> dict[str, Any]:
         return {"pool_pre_ping": True}

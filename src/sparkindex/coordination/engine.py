@@ -54,9 +54,19 @@ def _v2_partition_writer(conn: sa.Connection, tables: Tables) -> None:
     conn.execute(sa.text(f"ALTER TABLE {tables.partition.name} ADD COLUMN writer VARCHAR(255)"))
 
 
+def _v3_claim_order_index(conn: sa.Connection, tables: Tables) -> None:
+    prefix = tables.partition.name[: -len("si_partition")]
+    existing = {ix["name"] for ix in sa.inspect(conn).get_indexes(tables.partition.name)}
+    if f"{prefix}si_partition_claim" in existing:
+        sa.Index(f"{prefix}si_partition_claim", tables.partition.c.job_id).drop(conn)
+    for index in tables.partition.indexes:
+        if index.name == f"{prefix}si_partition_next" and index.name not in existing:
+            index.create(conn)
+
+
 #: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
 #: sparkindex never loses the state of unfinished jobs.
-MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {2: _v2_partition_writer}
+MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {2: _v2_partition_writer, 3: _v3_claim_order_index}
 
 
 def ensure_schema(engine: Engine, tables: Tables) -> None:

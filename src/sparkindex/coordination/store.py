@@ -82,6 +82,7 @@ class CoordinationStore:
                 f"coordination store {redact_url(url)} is unreachable: {redact_url(str(exc.orig)).strip()}"
             ) from None
         self._optimistic_claims = self.engine.dialect.name == "mysql"
+        self._claim_stmts: tuple[Any, Any] | None = None
         self.locks = LockManager(self.engine, self.t.lock)
         self.dead_letters = DeadLetterStore(self.engine, self.t.dead_letter)
 
@@ -220,7 +221,7 @@ class CoordinationStore:
         now = time.time()
         conds = (sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now), pt.c.status == P.PENDING)
         if not self._optimistic_claims and self.engine.dialect.update_returning:
-            return self._claim_next_returning(job_id, owner, run_id, now, conds, order)
+            return self._claim_next_returning(job_id, owner, run_id, now)
         while True:
             claimed: str | None = None
             with self.engine.begin() as conn:
@@ -249,26 +250,48 @@ class CoordinationStore:
                 return self.partition(claimed)
             # every candidate was taken meanwhile: look again
 
-    def _claim_next_returning(
-        self, job_id: str, owner: str, run_id: str | None, now: float, conds: Any, order: Any
-    ) -> PartitionRecord | None:
+    def _claim_next_returning(self, job_id: str, owner: str, run_id: str | None, now: float) -> PartitionRecord | None:
         """The seed's one statement: UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING."""
-        pt = self.t.partition
         for src in (P.CLOSED, P.PENDING):
             check_partition(src, P.PROCESSING)
-        reopened_first = sa.case((pt.c.status == P.CLOSED, 0), else_=1)
-        pick = (
-            sa.select(pt.c.id)
-            .where(pt.c.job_id == job_id, sa.or_(*conds))
-            .order_by(reopened_first, *order)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .scalar_subquery()
-        )
-        stmt = pt.update().where(pt.c.id == pick).values(**self._claim_values(owner, run_id, now)).returning(*pt.c)
+        params = {"b_job_id": job_id, "b_owner": owner, "b_run_id": run_id, "b_now": now}
         with self.engine.begin() as conn:
-            row = conn.execute(stmt).first()
-        return None if row is None else PartitionRecord.from_row(row)
+            for stmt in self._claim_next_statements():  # re-opened CLOSED first, then PENDING
+                row = conn.execute(stmt, params).first()
+                if row is not None:
+                    return PartitionRecord.from_row(row)
+        return None
+
+    def _claim_next_statements(self) -> tuple[Any, Any]:
+        """Built once: each claim then costs one index probe and no statement construction."""
+        if self._claim_stmts is None:
+            pt = self.t.partition
+            order = (pt.c.priority.desc(), pt.c.work_units.desc(), pt.c.entity, pt.c.partition_index)
+            now = sa.bindparam("b_now", type_=sa.Float)
+            job = pt.c.job_id == sa.bindparam("b_job_id")
+            values = {
+                "status": P.PROCESSING,
+                "owner": sa.bindparam("b_owner"),
+                "run_id": sa.bindparam("b_run_id"),
+                "claim_token": pt.c.claim_token + 1,
+                "claims": pt.c.claims + 1,
+                "claimed_at": now,
+                "started_at": sa.func.coalesce(pt.c.started_at, now),
+                "last_heartbeat": now,
+            }
+            stmts = []
+            for cond in (sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now), pt.c.status == P.PENDING):
+                pick = (
+                    sa.select(pt.c.id)
+                    .where(job, cond)
+                    .order_by(*order)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                    .scalar_subquery()
+                )
+                stmts.append(pt.update().where(pt.c.id == pick).values(**values).returning(*pt.c))
+            self._claim_stmts = (stmts[0], stmts[1])
+        return self._claim_stmts
 
     @rerun_on_conflict
     def claim(self, partition_id: str, owner: str, run_id: str, stale_after_s: float) -> PartitionRecord | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Time = sa.Float(precision=53)
 
@@ -86,8 +86,17 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("closed_count", sa.Integer, nullable=False, default=0),
         sa.Column("last_error", sa.Text),
         sa.Column("retry_count", sa.Integer, nullable=False, default=0),
-        sa.Index(f"{p}partition_claim", "job_id", "status", "priority"),
         sa.UniqueConstraint("job_id", "entity", "partition_index", name=f"{p}partition_unique"),
+    )
+    # Matches the claim order exactly, so "the next PENDING partition" is one index probe, not a sort.
+    sa.Index(
+        f"{p}partition_next",
+        partition.c.job_id,
+        partition.c.status,
+        partition.c.priority.desc(),
+        partition.c.work_units.desc(),
+        partition.c.entity,
+        partition.c.partition_index,
     )
     lock = sa.Table(
         f"{p}lock",

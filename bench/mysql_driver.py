@@ -14,8 +14,7 @@ from pathlib import Path
 import orjson
 
 from bench.pg import MYSQL, services
-from sparkindex.config.model import IndexConfig, RelationConfig
-from sparkindex.demo.shop import generate_shop
+from sparkindex.demo.shop import generate_shop, shop_index_config
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.sources.base import KeyRange
@@ -24,19 +23,7 @@ from sparkindex.sources.registry import open_source
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.e2e.shop import copy_shop, fresh_database
 
-CONFIG = IndexConfig(
-    alias="products",
-    table="products",
-    relations=[
-        RelationConfig(name="category", type="object", table="categories"),
-        RelationConfig(
-            name="reviews",
-            type="nested",
-            table="reviews",
-            relations=[RelationConfig(name="author", type="object", table="users")],
-        ),
-    ],
-)
+CONFIG = shop_index_config()
 
 
 def docs_per_s(url: str) -> float:

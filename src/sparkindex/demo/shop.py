@@ -10,6 +10,8 @@ import random
 import sqlite3
 from pathlib import Path
 
+from sparkindex.config.model import IndexConfig, RelationConfig
+
 WORDS = [
     "solid",
     "light",
@@ -206,3 +208,20 @@ def write_demo_pipeline(directory: Path, partition_size: int = 5000) -> Path:
     path = directory / "pipeline.yaml"
     path.write_text(PIPELINE_YAML.format(partition_size=partition_size), encoding="utf-8")
     return path
+
+
+def shop_index_config(alias: str = "products") -> IndexConfig:
+    """The shop's products index (category object, reviews nested with their author), for code."""
+    return IndexConfig(
+        alias=alias,
+        table="products",
+        relations=[
+            RelationConfig(name="category", type="object", table="categories"),
+            RelationConfig(
+                name="reviews",
+                type="nested",
+                table="reviews",
+                relations=[RelationConfig(name="author", type="object", table="users")],
+            ),
+        ],
+    )

@@ -98,7 +98,8 @@ def demo(
     for hit in target.search("products", query, limit=5):
         src = hit.source
         cat = (src.get("category") or {}).get("name")
-        err.print(f"  {hit.score:6.2f}  #{hit.id}  {src.get('name')}  [{cat}]  {len(src.get('reviews', []))} reviews")
+        line = f"  {hit.score:6.2f}  #{hit.id}  {src.get('name')}  [{cat}]  {len(src.get('reviews', []))} reviews"
+        err.print(line, markup=False, highlight=False)
     _emit_json(orjson.loads(summary.to_json()))
     raise typer.Exit(summary.exit_code)
 

@@ -20,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config.model import FieldOverride, IndexConfig, RelationConfig
+from sparkindex.demo.shop import shop_index_config
 from sparkindex.documents import BuiltDocument, DocumentBuilder, infer_mapping, resolve_index
 from sparkindex.documents.mapping import field_type
 from sparkindex.errors import ConfigError
@@ -230,19 +231,7 @@ def expected_plain(table: str) -> dict[str, dict[str, Any]]:
 
 
 INDEXES = {
-    "products": IndexConfig(
-        alias="products",
-        table="products",
-        relations=[
-            RelationConfig(name="category", type="object", table="categories"),
-            RelationConfig(
-                name="reviews",
-                type="nested",
-                table="reviews",
-                relations=[RelationConfig(name="author", type="object", table="users")],
-            ),
-        ],
-    ),
+    "products": shop_index_config(),
     # Both directions of the self-referencing foreign key.
     "employees": IndexConfig(
         alias="employees",

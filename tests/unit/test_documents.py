@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config.model import FieldOverride, IndexConfig, RelationConfig
+from sparkindex.demo.shop import shop_index_config
 from sparkindex.documents import (
     BuiltDocument,
     DocumentBuilder,
@@ -124,20 +125,7 @@ def source(db: Path) -> Iterator[Source]:
 
 
 def product_config(**kw: Any) -> IndexConfig:
-    return IndexConfig(
-        alias="products",
-        table="products",
-        relations=[
-            RelationConfig(name="category", type="object", table="categories"),
-            RelationConfig(
-                name="reviews",
-                type="nested",
-                table="reviews",
-                relations=[RelationConfig(name="author", type="object", table="users")],
-            ),
-        ],
-        **kw,
-    )
+    return IndexConfig.model_validate({**shop_index_config().model_dump(), **kw})
 
 
 def all_rows(source: Source, plan: IndexPlan, builder: DocumentBuilder) -> list[tuple[Any, ...]]:

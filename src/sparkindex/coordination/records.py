@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 import orjson
 
@@ -12,6 +12,15 @@ from sparkindex.coordination.states import JobStatus, PartitionStatus
 
 def _key(raw: str | None) -> tuple[Any, ...] | None:
     return None if raw is None else tuple(orjson.loads(raw))
+
+
+R = TypeVar("R")
+
+
+def _build(cls: type[R], row: Any, **decoded: Any) -> R:
+    """A record from a row: decoded fields as given, every other field the column of its name."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    return cls(**{n: decoded[n] if n in decoded else row[n] for n in names})
 
 
 @dataclass(frozen=True)
@@ -34,22 +43,14 @@ class JobRecord:
 
     @classmethod
     def from_row(cls, row: Any) -> JobRecord:
-        return cls(
-            id=row.id,
-            aliases=tuple(row.alias_key.split(",")),
-            status=JobStatus(row.status),
-            config=orjson.loads(row.config_json),
-            targets=orjson.loads(row.targets_json or "{}"),
-            run_id=row.run_id,
-            total_records=row.total_records,
-            processed_records=row.processed_records,
-            success_records=row.success_records,
-            failed_records=row.failed_records,
-            created_at=row.created_at,
-            started_at=row.started_at,
-            completed_at=row.completed_at,
-            updated_at=row.updated_at,
-            error_message=row.error_message,
+        m = row._mapping
+        return _build(
+            cls,
+            m,
+            aliases=tuple(m["alias_key"].split(",")),
+            status=JobStatus(m["status"]),
+            config=orjson.loads(m["config_json"]),
+            targets=orjson.loads(m["targets_json"] or "{}"),
         )
 
 
@@ -94,30 +95,14 @@ class PartitionRecord:
 
     @classmethod
     def from_row(cls, row: Any) -> PartitionRecord:
-        return cls(
-            id=row.id,
-            job_id=row.job_id,
-            entity=row.entity,
-            partition_index=row.partition_index,
-            range_start=_key(row.range_start),
-            range_end=_key(row.range_end),
-            estimated_count=row.estimated_count,
-            work_units=row.work_units,
-            priority=row.priority,
-            status=PartitionStatus(row.status),
-            cursor=_key(row.cursor),
-            processed_count=row.processed_count,
-            success_count=row.success_count,
-            failed_count=row.failed_count,
-            owner=row.owner,
-            writer=row.writer,
-            run_id=row.run_id,
-            claim_token=row.claim_token,
-            claims=row.claims,
-            last_heartbeat=row.last_heartbeat,
-            last_error=row.last_error,
-            retry_count=row.retry_count,
-            reopen_at=row.reopen_at,
+        m = row._mapping
+        return _build(
+            cls,
+            m,
+            range_start=_key(m["range_start"]),
+            range_end=_key(m["range_end"]),
+            cursor=_key(m["cursor"]),
+            status=PartitionStatus(m["status"]),
         )
 
 

@@ -194,7 +194,8 @@ class CoordinationStore:
             return [PartitionRecord.from_row(r) for r in conn.execute(stmt)]
 
     # -- partitions: claiming ----------------------------------------------------------------------
-    def _claim_values(self, owner: str, run_id: str | None, now: float) -> dict[str, Any]:
+    def _claim_values(self, owner: Any, run_id: Any, now: Any) -> dict[str, Any]:
+        """The SET clause of every claim; values or bind parameters."""
         pt = self.t.partition
         return {
             "status": P.PROCESSING,
@@ -269,16 +270,7 @@ class CoordinationStore:
             order = (pt.c.priority.desc(), pt.c.work_units.desc(), pt.c.entity, pt.c.partition_index)
             now = sa.bindparam("b_now", type_=sa.Float)
             job = pt.c.job_id == sa.bindparam("b_job_id")
-            values = {
-                "status": P.PROCESSING,
-                "owner": sa.bindparam("b_owner"),
-                "run_id": sa.bindparam("b_run_id"),
-                "claim_token": pt.c.claim_token + 1,
-                "claims": pt.c.claims + 1,
-                "claimed_at": now,
-                "started_at": sa.func.coalesce(pt.c.started_at, now),
-                "last_heartbeat": now,
-            }
+            values = self._claim_values(sa.bindparam("b_owner"), sa.bindparam("b_run_id"), now)
             stmts = []
             for cond in (sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now), pt.c.status == P.PENDING):
                 pick = (

@@ -111,7 +111,7 @@ class ReindexJob:
             keeper.stop()
             for alias, token in tokens.items():
                 store.locks.release(alias, token)
-        return self._summary(store, source, target, job, time.monotonic() - started)
+        return self._summary(store, source, target, job, plans, time.monotonic() - started)
 
     def _lock_all(self, store: CoordinationStore) -> dict[str, int]:
         tokens: dict[str, int] = {}
@@ -244,9 +244,14 @@ class ReindexJob:
             log.error("could not record the failure of job %s: %s", job_id, inner)
 
     def _summary(
-        self, store: CoordinationStore, source: Any, target: Any, job: JobRecord, seconds: float
+        self,
+        store: CoordinationStore,
+        source: Any,
+        target: Any,
+        job: JobRecord,
+        plans: dict[str, Any],
+        seconds: float,
     ) -> ReindexSummary:
-        plans = resolve_plans(self.pipeline, source, self.aliases)
         rows = sum(source.count(plan.table) for plan, _ in plans.values())
         indexed = sum(target.count(ix) for ix in job.targets.values() if target.version_exists(ix))
         return ReindexSummary(

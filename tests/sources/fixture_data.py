@@ -10,7 +10,13 @@ Tables:
   ``reviews`` (``product_id`` -> products, ``author_id`` -> users);
 * ``tokens``: a UUID primary key (PostgreSQL's native ``uuid``; ``VARCHAR(36)`` elsewhere);
 * ``order_lines``: a composite primary key ``(order_no INTEGER, line VARCHAR)``;
-* ``employees``: a self-referencing foreign key ``manager_id`` -> ``employees.id``.
+* ``employees``: a self-referencing foreign key ``manager_id`` -> ``employees.id``;
+* hostile keys, so partitioning and paging must follow the database's collation, not Python's:
+  ``labels`` (a text primary key of mixed case, accents and punctuation including ``|`` and
+  ``\\``, under ICU ``en-US-x-icu`` on PostgreSQL and ``utf8mb4_unicode_ci`` on MariaDB, plus a
+  NOT NULL unique constraint, a NOT NULL unique index, a NULL-able unique column and a
+  non-unique column), ``amounts`` (a NUMERIC primary key) and ``blobs`` (a bytes primary key).
+  ``order_lines.line`` uses the same collations and holds such codes too.
 
 Nullable columns hold NULLs, text columns hold unicode (combining marks, emoji, ZWJ sequences,
 right-to-left scripts, quotes, control whitespace, trailing blanks) and one product description
@@ -26,6 +32,7 @@ import datetime as dt
 import decimal
 import functools
 import random
+import unicodedata
 import uuid
 from typing import Any
 
@@ -58,9 +65,19 @@ BIG_TEXT_CHARS = 200 * 1024
 BIG_PRODUCT_ID = 1234
 BIG_REVIEW_ID = 4321
 
-#: Line codes of the composite key: uppercase ASCII letters and digits only, so byte order, C
-#: collation and utf8mb4_bin agree (note "B10" < "B2": string order, not natural order).
-LINE_CODES = ["A", "A1", "A10", "A2", "B", "B10", "B2", "C", "C01", "C1", "X9", "Z"]
+#: Line codes of the composite key: mixed case, punctuation, the id separator ``|`` and its escape
+#: ``\\``. Under ICU and utf8mb4_unicode_ci they sort unlike Python (case and accents are weighed
+#: after letters); they stay distinct under a case- and accent-insensitive comparison.
+LINE_CODES = ["A", "b", "B10", "b2", "a-1", "A_2", "c.1", "C|1", "c|", "x\\9", "\\", "Z z", "é1", "|"]
+
+#: Collations of the hostile text keys, per dialect (SQLite compares bytes).
+PG_COLLATION = "en-US-x-icu"
+MYSQL_COLLATION = "utf8mb4_unicode_ci"
+N_LABELS = 6000
+N_AMOUNTS = 1500
+N_BLOBS = 1500
+#: Characters of the ``labels`` keys: both cases, accents, punctuation, the separator and escape.
+LABEL_ALPHABET = "aAbBcCxXyYzZ019-_.,'!|\\/ éÉüÜ"
 
 WORDS = [
     "solid",
@@ -88,6 +105,9 @@ BASE_TIME = dt.datetime(2019, 3, 4, 5, 6, 7)
 
 #: Tables in dependency order (parents first).
 TABLES = ["categories", "users", "products", "reviews", "tokens", "order_lines", "employees"]
+#: Tables with hostile keys (no foreign keys; loaded after TABLES).
+HOSTILE_TABLES = ["labels", "amounts", "blobs"]
+ALL_TABLES = [*TABLES, *HOSTILE_TABLES]
 
 Row = dict[str, Any]
 
@@ -100,6 +120,14 @@ def metadata() -> sa.MetaData:
     # PostgreSQL gets its native uuid type; elsewhere the canonical 36-character string, which
     # sorts exactly like PostgreSQL's uuid (byte order of lowercase hex).
     uuid_type = sa.String(36).with_variant(sa.Uuid(as_uuid=False), "postgresql")
+
+    def collated(length: int) -> sa.types.TypeEngine[str]:
+        return (
+            sa.String(length)
+            .with_variant(sa.String(length, collation=PG_COLLATION), "postgresql")
+            .with_variant(mysql.VARCHAR(length, collation=MYSQL_COLLATION), "mysql", "mariadb")
+        )
+
     sa.Table(
         "categories",
         md,
@@ -153,7 +181,7 @@ def metadata() -> sa.MetaData:
         "order_lines",
         md,
         sa.Column("order_no", sa.Integer, primary_key=True, autoincrement=False),
-        sa.Column("line", sa.String(16), primary_key=True),
+        sa.Column("line", collated(16), primary_key=True),
         sa.Column("qty", sa.Integer, nullable=False),
         sa.Column("note", sa.Text, nullable=True),
     )
@@ -164,7 +192,55 @@ def metadata() -> sa.MetaData:
         sa.Column("name", sa.String(100), nullable=False),
         sa.Column("manager_id", sa.Integer, sa.ForeignKey("employees.id"), nullable=True),
     )
+    sa.Table(
+        "labels",
+        md,
+        sa.Column("code", collated(64), primary_key=True),
+        sa.Column("slug", sa.String(64), nullable=False),
+        sa.Column("ref", sa.Integer, nullable=False),
+        sa.Column("alt", collated(64), nullable=True),  # unique, but NULL-able
+        sa.Column("n", sa.Integer, nullable=False),  # not unique
+        sa.UniqueConstraint("slug", name="labels_slug_key"),
+        sa.Index("labels_ref_idx", "ref", unique=True),
+        sa.UniqueConstraint("alt", name="labels_alt_key"),
+    )
+    sa.Table(
+        "amounts",
+        md,
+        sa.Column("amount", sa.Numeric(12, 3), primary_key=True, autoincrement=False),
+        sa.Column("label", sa.String(64), nullable=False),
+    )
+    sa.Table(
+        "blobs",
+        md,
+        sa.Column("digest", sa.LargeBinary().with_variant(mysql.VARBINARY(16), "mysql", "mariadb"), primary_key=True),
+        sa.Column("label", sa.String(64), nullable=False),
+    )
     return md
+
+
+def fold(text: str) -> str:
+    """What a case- and accent-insensitive PAD SPACE collation compares: equal folds, equal keys."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower().rstrip(" ")
+
+
+def _labels(rng: random.Random) -> list[Row]:
+    codes: dict[str, str] = {}
+    while len(codes) < N_LABELS:
+        code = "".join(rng.choice(LABEL_ALPHABET) for _ in range(rng.randint(1, 8))).strip(" ")
+        if code:
+            codes.setdefault(fold(code), code)
+    return [
+        {
+            "code": code,
+            "slug": f"slug-{i:05d}",
+            "ref": N_LABELS - i,
+            "alt": None if i % 3 == 0 else f"alt|{i}",
+            "n": i % 50,
+        }
+        for i, code in enumerate(codes.values())
+    ]
 
 
 def _big_text(rng: random.Random, marker: str) -> str:
@@ -269,7 +345,12 @@ def rows() -> dict[str, list[Row]]:
         }
         for i in range(1, N_EMPLOYEES + 1)
     ]
-    for name in TABLES:
+    data["labels"] = _labels(rng)
+    amounts = {decimal.Decimal(rng.randint(-(10**8), 10**8)).scaleb(-3) for _ in range(N_AMOUNTS * 2)}
+    data["amounts"] = [{"amount": a, "label": f"amount {a}"} for a in sorted(amounts)[:N_AMOUNTS]]
+    blobs = {rng.randbytes(rng.randint(1, 16)) for _ in range(N_BLOBS * 2)}
+    data["blobs"] = [{"digest": b, "label": f"blob {b.hex()}"} for b in sorted(blobs)[:N_BLOBS]]
+    for name in ALL_TABLES:
         if name != "employees":  # managers must be inserted before their reports
             rng.shuffle(data[name])
     return data
@@ -287,5 +368,5 @@ def load(engine: sa.Engine) -> None:
     md.create_all(engine)
     data = rows()
     with engine.begin() as conn:
-        for name in TABLES:
+        for name in ALL_TABLES:
             conn.execute(md.tables[name].insert(), data[name])

@@ -14,38 +14,19 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 
-from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Page, document_id
-from sparkindex.documents.hashing import content_hash, dumps_document
-from sparkindex.documents.plan import RelationPlan
+from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Page, Row
+from sparkindex.documents.floats import restore_floats
+from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.errors import DocumentError
+from sparkindex.keys import document_id
 from sparkindex.sources.base import KeyRange, Source, coerce_key
-
-FloatPaths = tuple[frozenset[str], dict[str, "FloatPaths"]]
-
-
-def _float_paths(table: Any, emit: Sequence[str], relations: Sequence[RelationPlan]) -> FloatPaths:
-    """Where the SQL has floating-point columns: PostgreSQL writes 214.0 as 214 in JSON, Python as 214.0."""
-    floats = frozenset(c for c in emit if isinstance(table.columns[c].type, sa.Float | sa.Numeric))
-    return floats, {r.name: _float_paths(r.table, r.emit, r.children) for r in relations}
-
-
-def _restore_floats(doc: dict[str, Any], paths: FloatPaths) -> None:
-    floats, children = paths
-    for name in floats:
-        value = doc.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            doc[name] = float(value)
-    for name, sub in children.items():
-        value = doc.get(name)
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, dict):
-                _restore_floats(item, sub)
 
 
 class JsonAggregationBuilder(DocumentBuilder):
-    def __init__(self, source: Source, plan: Any) -> None:
+    def __init__(self, source: Source, plan: IndexPlan) -> None:
         super().__init__(source, plan)
-        self._floats = _float_paths(plan.table, plan.emit, plan.relations)
+        self._root = plan.table.table.alias("r0")
+        self._keys = [self._root.c[k] for k in plan.id_columns]
 
     def _object(self, table: Any, emit: Sequence[str], relations: Sequence[RelationPlan]) -> Any:
         args: list[Any] = []
@@ -64,35 +45,57 @@ class JsonAggregationBuilder(DocumentBuilder):
             args += [sa.literal(rel.name), sub]
         return sa.func.json_build_object(*args)
 
+    def _select(self) -> sa.Select[Any]:
+        doc = sa.cast(self._object(self._root, self.plan.emit, self.plan.relations), sa.Text).label("doc")
+        return sa.select(*self._keys, doc)
+
     def statement(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int | None) -> sa.Select[Any]:
         plan = self.plan
-        root = plan.table.table.alias("r0")
-        keys = [root.c[k] for k in plan.id_columns]
-        doc = sa.cast(self._object(root, plan.emit, plan.relations), sa.Text).label("doc")
-        stmt = sa.select(*keys, doc)
+        stmt = self._select()
         start = coerce_key(plan.table, plan.id_columns, after if after is not None else rng.after)
         upto = coerce_key(plan.table, plan.id_columns, rng.upto)
         if start is not None:
-            stmt = stmt.where(Source._key_cond(keys, ">", start))
+            stmt = stmt.where(Source._key_cond(self._keys, ">", start))
         if upto is not None:
-            stmt = stmt.where(Source._key_cond(keys, "<=", upto))
-        stmt = stmt.order_by(*keys)
+            stmt = stmt.where(Source._key_cond(self._keys, "<=", upto))
+        stmt = stmt.order_by(*self._keys)
         return stmt.limit(limit) if limit is not None else stmt
 
-    def page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
-        with self.source.engine.connect() as conn:
-            rows = conn.execute(self.statement(rng, after, limit)).fetchall()
+    def _documents(self, rows: Sequence[Row]) -> tuple[list[BuiltDocument], list[DocumentError]]:
+        """Each row (id columns, JSON text) as a canonical document or a failure naming its id."""
         docs: list[BuiltDocument] = []
         failures: list[DocumentError] = []
-        n = len(self.plan.id_columns)
+        n = len(self._keys)
         for row in rows:
             doc_id = document_id(row[:n])
             try:
                 body = orjson.loads(row[n])
-                _restore_floats(body, self._floats)
-                canonical = dumps_document(body)
             except orjson.JSONDecodeError as exc:
                 failures.append(DocumentError(doc_id, str(exc), "InvalidJSON"))
                 continue
-            docs.append(BuiltDocument(doc_id, canonical, content_hash(canonical)))
-        return Page(docs, failures, len(rows), tuple(rows[-1][:n]) if rows else None)
+            restore_floats(body, self._floats)
+            result = self.finish(doc_id, body)
+            if isinstance(result, DocumentError):
+                failures.append(result)
+            else:
+                docs.append(result)
+        return docs, failures
+
+    def page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
+        with self.source.connect(f"a page of documents from table {self.plan.table.name!r}") as conn:
+            rows = conn.execute(self.statement(rng, after, limit)).fetchall()
+        docs, failures = self._documents(rows)
+        return Page(docs, failures, len(rows), tuple(rows[-1][: len(self._keys)]) if rows else None)
+
+    def by_keys(self, keys: Sequence[Key]) -> tuple[list[BuiltDocument], list[DocumentError], list[str]]:
+        wanted = self._coerced(keys)
+        n = len(self._keys)
+        per = max(1, self.source.max_in_params // n)
+        rows: list[Row] = []
+        with self.source.connect(f"documents of table {self.plan.table.name!r} by key") as conn:
+            for i in range(0, len(wanted), per):
+                chunk = wanted[i : i + per]
+                cond = self._keys[0].in_([k[0] for k in chunk]) if n == 1 else sa.tuple_(*self._keys).in_(chunk)
+                rows.extend(conn.execute(self._select().where(cond).order_by(*self._keys)).fetchall())
+        docs, failures = self._documents(rows)
+        return docs, failures, self._missing(wanted, [tuple(r[:n]) for r in rows])

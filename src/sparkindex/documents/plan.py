@@ -111,12 +111,40 @@ def _check_names(emit: Sequence[str], relations: Sequence[RelationPlan], where: 
             )
 
 
+def check_unique_id(table: TableInfo, id_columns: Sequence[str], where: str) -> None:
+    """Refuse ``id:`` columns the database does not keep unique and non-NULL.
+
+    Rows sharing an id overwrite each other's document, and keyset paging (``key > after``)
+    skips every row that shares a page's last key; a NULL key is never ``> after`` at all, so
+    such rows are never read. Both losses would be silent, so the config is refused instead.
+    The primary key's columns count as non-NULL (SQLite alone lets some hold NULL, a legacy quirk).
+    """
+    ids = set(id_columns)
+    names = ", ".join(repr(c) for c in id_columns)
+    nullable = [c for c in id_columns if table.columns[c].nullable and c not in table.primary_key]
+    if nullable:
+        raise ConfigError(
+            f"{where}: column(s) {', '.join(repr(c) for c in nullable)} of table {table.name!r} may hold NULL; "
+            "rows with a NULL id would never be read. Declare them NOT NULL or use the primary key "
+            f"({', '.join(table.primary_key) or 'none'})"
+        )
+    keys = [table.primary_key, *table.unique_keys] if table.primary_key else list(table.unique_keys)
+    if not any(key and set(key) <= ids for key in keys):
+        known = "; ".join(f"({', '.join(k)})" for k in keys) or "none"
+        raise ConfigError(
+            f"{where}: column(s) {names} of table {table.name!r} are not unique (no primary key, unique "
+            "constraint or unique index covers them); rows sharing an id would overwrite each other "
+            f"and keyset paging would skip rows. Unique column sets of {table.name!r}: {known}"
+        )
+
+
 def resolve_index(source: Source, cfg: IndexConfig, where: str) -> IndexPlan:
     table = source.table(cfg.table, f"{where}.table")
     id_columns = list(cfg.id) if cfg.id else list(table.primary_key)
     if not id_columns:
         raise ConfigError(f"{where}.id: table {table.name!r} has no primary key; name the id column(s)")
     table.require_columns(id_columns, f"{where}.id")
+    check_unique_id(table, id_columns, f"{where}.id")
     emit = list(cfg.columns) if cfg.columns is not None else list(table.columns)
     table.require_columns(emit, f"{where}.columns")
     relations = [_resolve_relation(source, table, r, f"{where}.relations[{i}]") for i, r in enumerate(cfg.relations)]

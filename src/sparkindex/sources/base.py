@@ -2,6 +2,8 @@
 
 Dialects differ in how they connect, how they split keys into ranges and how many bind parameters
 a statement may carry; everything else (keyset pages, IN-batched child fetches) is portable SQL.
+This package never imports :mod:`sparkindex.documents`: documents are built on top of sources,
+and the choice of an in-database builder lives there (keyed by the engine's dialect name).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import decimal
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -21,13 +24,14 @@ from sqlalchemy.exc import NoSuchTableError, OperationalError
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError, TransientError
 
-if TYPE_CHECKING:
-    from sparkindex.documents.builder import DocumentBuilder
-    from sparkindex.documents.plan import IndexPlan
-
 log = logging.getLogger(__name__)
 
 Key = tuple[Any, ...]
+
+#: Default per-statement limit on source queries: long enough for any sane page or index walk,
+#: short enough that one hung query (a lock wait, a lost network peer) fails the read instead of
+#: hanging the job forever.
+DEFAULT_STATEMENT_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,9 @@ class TableInfo:
     primary_key: tuple[str, ...]
     foreign_keys: tuple[ForeignKey, ...]
     table: sa.Table = field(compare=False, repr=False)
+    #: Column sets the database keeps unique: unique constraints and unique indexes (not partial
+    #: ones, not expressions); the primary key is in ``primary_key``.
+    unique_keys: tuple[tuple[str, ...], ...] = ()
 
     def require_columns(self, names: Sequence[str], where: str) -> None:
         for name in names:
@@ -59,24 +66,42 @@ class TableInfo:
                 raise ConfigError(f"{where}: column {name!r} not found in table {self.name!r} (columns: {known})")
 
 
+def _coerce(col_type: sa.types.TypeEngine[Any], value: Any) -> Any:
+    """One key part back in the column's Python type, so the database compares it as the original."""
+    if value is None:
+        return None
+    if isinstance(col_type, sa.Uuid):
+        return uuid.UUID(value) if isinstance(value, str) else value
+    if isinstance(col_type, sa.DateTime):
+        return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+    if isinstance(col_type, sa.Date):
+        return dt.date.fromisoformat(value) if isinstance(value, str) else value
+    if isinstance(col_type, sa.Time):
+        return dt.time.fromisoformat(value) if isinstance(value, str) else value
+    if isinstance(col_type, sa.Interval):
+        return dt.timedelta(seconds=value) if isinstance(value, int | float) else value
+    if isinstance(col_type, sa.Integer):
+        return int(value) if isinstance(value, decimal.Decimal | float) and not isinstance(value, bool) else value
+    if isinstance(col_type, sa.Float):
+        return float(value) if isinstance(value, decimal.Decimal | int) and not isinstance(value, bool) else value
+    if isinstance(col_type, sa.Numeric):
+        # str(): a float such as 0.1 becomes Decimal('0.1'), not its binary expansion.
+        return decimal.Decimal(str(value)) if isinstance(value, float | int) and not isinstance(value, bool) else value
+    if isinstance(col_type, sa.LargeBinary | sa.BINARY | sa.VARBINARY):
+        return bytes(value) if isinstance(value, bytearray | memoryview) else value
+    return value
+
+
 def coerce_key(info: TableInfo, key: Sequence[str], values: Key | None) -> Key | None:
-    """Turn a key read back from JSON (cursor, range bound) into the column's Python type."""
+    """Turn a key read back from storage (``sparkindex.keys.load_key``, plain JSON) into the columns' types.
+
+    A cursor that comes back as the wrong type compares differently (a Decimal bound as float
+    rounds, a date bound as text compares as text on some dialects), so the next page would
+    start at the wrong row: every key type is restored here.
+    """
     if values is None:
         return None
-    out = []
-    for name, value in zip(key, values, strict=True):
-        col_type = info.columns[name].type
-        if isinstance(value, str):
-            if isinstance(col_type, sa.Uuid):
-                value = uuid.UUID(value)
-            elif isinstance(col_type, sa.DateTime):
-                value = dt.datetime.fromisoformat(value)
-            elif isinstance(col_type, sa.Date):
-                value = dt.date.fromisoformat(value)
-        elif isinstance(col_type, sa.Numeric) and not isinstance(col_type, sa.Float) and isinstance(value, float):
-            value = decimal.Decimal(str(value))
-        out.append(value)
-    return tuple(out)
+    return tuple(_coerce(info.columns[name].type, value) for name, value in zip(key, values, strict=True))
 
 
 @dataclass(frozen=True)
@@ -92,12 +117,18 @@ class Source:
 
     #: SQLite allows 32766 variables in modern builds; stay well below every dialect's limit.
     max_in_params = 900
-    #: whether build: auto assembles documents in the database (set from measurement, see bench/).
-    prefer_database_build = False
 
-    def __init__(self, url: str, engine: Engine | None = None) -> None:
+    def __init__(
+        self, url: str, engine: Engine | None = None, statement_timeout_s: float = DEFAULT_STATEMENT_TIMEOUT_S
+    ) -> None:
+        if statement_timeout_s <= 0:
+            raise ConfigError(f"source statement timeout must be positive, got {statement_timeout_s}")
         self.url = url
-        self.engine = engine or sa.create_engine(url, **self.engine_options())
+        self.statement_timeout_s = statement_timeout_s
+        if engine is None:
+            engine = sa.create_engine(url, **self.engine_options())
+            sa.event.listen(engine, "connect", self._on_connect)
+        self.engine = engine
         self._meta = sa.MetaData()
         sa.event.listen(self._meta, "column_reflect", self.column_reflect)
         self._tables: dict[str, TableInfo] = {}
@@ -114,15 +145,44 @@ class Source:
         """Execution options for keyset pages (server-side cursors where the dialect has them)."""
         return {}
 
-    def database_builder(self, plan: IndexPlan) -> DocumentBuilder | None:
-        """A builder that assembles whole documents in SQL, if this dialect has one."""
-        return None
+    def session_setup(self, dbapi_conn: Any) -> None:
+        """Session settings for every new connection (the statement timeout); optional."""
+
+    def _on_connect(self, dbapi_conn: Any, _record: Any) -> None:
+        self.session_setup(dbapi_conn)
+
+    @property
+    def dialect_name(self) -> str:
+        """SQLAlchemy's dialect name (``sqlite``, ``postgresql``, ``mysql``): what builders are keyed by."""
+        return str(self.engine.dialect.name)
+
+    @contextmanager
+    def reading(self, what: str) -> Iterator[None]:
+        """Map a failed read (statement timeout, lost connection) to :class:`TransientError`.
+
+        Such a read may succeed when retried (a lock released, a server back); the message names
+        what was read and the timeout, so a query that always times out is recognisable.
+        """
+        try:
+            yield
+        except OperationalError as exc:
+            detail = redact_url(str(exc.orig)).strip()
+            raise TransientError(
+                f"source {redact_url(self.url)}: reading {what} failed "
+                f"(statement timeout {self.statement_timeout_s:g} s): {detail}"
+            ) from exc
 
     def split_keys(self, info: TableInfo, key: Sequence[str], size: int, limit: int) -> list[KeyRange]:
         """Split the key space into ranges of about *size* rows, at most *limit* of them."""
         from sparkindex.sources.partitioning import split_by_range_or_walk
 
         return split_by_range_or_walk(self, info, key, size, limit)
+
+    @contextmanager
+    def connect(self, what: str, **options: Any) -> Iterator[sa.Connection]:
+        """A connection for reading *what*, its failures mapped by :meth:`reading`."""
+        with self.reading(what), self.engine.connect().execution_options(**options) as conn:
+            yield conn
 
     # -- introspection -----------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -153,25 +213,40 @@ class Source:
             )
             for fk in table.foreign_key_constraints
         )
-        info = TableInfo(name, columns, tuple(str(c.name) for c in table.primary_key.columns), fks, table)
+        pk = tuple(str(c.name) for c in table.primary_key.columns)
+        info = TableInfo(name, columns, pk, fks, table, self._unique_keys(name))
         self._tables[name] = info
         return info
 
+    def _unique_keys(self, name: str) -> tuple[tuple[str, ...], ...]:
+        """Unique constraints and full unique indexes on plain columns (partial ones prove nothing)."""
+        inspector = sa.inspect(self.engine)
+        found: list[tuple[str, ...]] = []
+        for uc in inspector.get_unique_constraints(name):
+            found.append(tuple(str(c) for c in uc["column_names"]))
+        for ix in inspector.get_indexes(name):
+            options = ix.get("dialect_options", {})
+            partial = any(k.endswith("_where") and v is not None for k, v in options.items())
+            names = ix["column_names"]
+            if ix["unique"] and not partial and names and all(c is not None for c in names):
+                found.append(tuple(str(c) for c in names))
+        return tuple(dict.fromkeys(found))
+
     # -- reads -------------------------------------------------------------------------------------
     def count(self, info: TableInfo) -> int:
-        with self.engine.connect() as conn:
+        with self.connect(f"the row count of table {info.name!r}") as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(info.table)).scalar_one())
 
     def key_extent(self, info: TableInfo, column: str) -> tuple[Any, Any]:
         col = info.table.c[column]
-        with self.engine.connect() as conn:
+        with self.connect(f"the key extent of table {info.name!r}") as conn:
             row = conn.execute(sa.select(sa.func.min(col), sa.func.max(col))).one()
         return row[0], row[1]
 
     def walk_keys(self, info: TableInfo, key: Sequence[str], batch: int = 10_000) -> Iterator[Key]:
         """Every key in order, streamed; reads only the key columns (an index-only scan)."""
         cols = [info.table.c[k] for k in key]
-        with self.engine.connect() as conn:
+        with self.connect(f"the keys of table {info.name!r}") as conn:
             result = conn.execution_options(stream_results=True, yield_per=batch).execute(
                 sa.select(*cols).order_by(*cols)
             )
@@ -207,7 +282,7 @@ class Source:
         if upto is not None:
             stmt = stmt.where(self._key_cond(kcols, "<=", upto))
         stmt = stmt.order_by(*kcols).limit(limit)
-        with self.engine.connect().execution_options(**self.page_options()) as conn:
+        with self.connect(f"a page of table {info.name!r}", **self.page_options()) as conn:
             return list(conn.execute(stmt).fetchall())
 
     def fetch_where_in(
@@ -227,7 +302,7 @@ class Source:
         out: list[tuple[Any, ...]] = []
         per = max(1, self.max_in_params // len(match))
         unique = list(dict.fromkeys(values))
-        with self.engine.connect() as conn:
+        with self.connect(f"rows of table {info.name!r} by {', '.join(match)}") as conn:
             for i in range(0, len(unique), per):
                 chunk = unique[i : i + per]
                 cond = mcols[0].in_([v[0] for v in chunk]) if len(mcols) == 1 else sa.tuple_(*mcols).in_(chunk)

@@ -4,6 +4,10 @@ Integer keys are split arithmetically between min and max (no scan). Any other o
 (strings, UUIDs, composite keys) is split by walking the key index once and keeping every n-th key:
 one index-only scan in all, never a scan per boundary. The first and last ranges are open, so rows
 inserted beyond the old extremes while a job runs still land in a partition.
+
+Boundaries always stay in the order the database returned them. The database compares keys under
+the column's collation (ICU, case- or accent-insensitive, ...), which Python's ``sorted`` does not
+know: boundaries re-sorted in Python make ranges that overlap (rows read twice) or leave gaps.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 
@@ -19,6 +23,14 @@ from sparkindex.sources.base import KeyRange, TableInfo
 
 if TYPE_CHECKING:
     from sparkindex.sources.base import Source
+
+
+T = TypeVar("T")
+
+
+def distinct_in_order(boundaries: Sequence[T]) -> list[T]:
+    """Drop repeated boundaries (which would make empty ranges) without reordering the rest."""
+    return list(dict.fromkeys(boundaries))
 
 
 def integer_ranges(lo: int, hi: int, parts: int) -> list[KeyRange]:
@@ -50,4 +62,4 @@ def split_by_range_or_walk(
         return integer_ranges(int(lo), int(hi), parts)
     every = math.ceil(total / parts)
     boundaries = [k for i, k in enumerate(source.walk_keys(info, key), start=1) if i % every == 0 and i < total]
-    return ranges_from_boundaries(boundaries)
+    return ranges_from_boundaries(distinct_in_order(boundaries))

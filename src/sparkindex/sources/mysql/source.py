@@ -1,7 +1,9 @@
 """MySQL / MariaDB: unbuffered (server-side) cursors for pages; keys split by one index walk.
 
 MySQL has no TABLESAMPLE; walking the primary key index once (InnoDB keeps it clustered, and the
-walk reads only key columns) gives exact boundaries in a single scan.
+walk reads only key columns) gives exact boundaries in a single scan, in the server's own
+collation order (a case- or accent-insensitive collation sorts unlike Python, so boundaries are
+never re-sorted here).
 """
 
 from __future__ import annotations
@@ -19,6 +21,19 @@ class MysqlSource(Source):
 
     def engine_options(self) -> dict[str, Any]:
         return {"pool_pre_ping": True, "pool_recycle": 1800}
+
+    def session_setup(self, dbapi_conn: Any) -> None:
+        """The statement timeout: MariaDB's ``max_statement_time`` (seconds), else MySQL's (ms, SELECT only)."""
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute("SELECT VERSION()")
+            (version,) = cursor.fetchone()
+            if "mariadb" in str(version).lower():
+                cursor.execute(f"SET SESSION max_statement_time = {float(self.statement_timeout_s)!r}")
+            else:
+                cursor.execute(f"SET SESSION max_execution_time = {int(self.statement_timeout_s * 1000)}")
+        finally:
+            cursor.close()
 
     def column_reflect(self, inspector: Any, table: sa.Table, column_info: dict[str, Any]) -> None:
         col_type = column_info["type"]

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from sparkindex.sources.base import KeyRange, Source, TableInfo
-from sparkindex.sources.partitioning import ranges_from_boundaries, split_by_range_or_walk
-
-if TYPE_CHECKING:
-    from sparkindex.documents.builder import DocumentBuilder
-    from sparkindex.documents.plan import IndexPlan
+from sparkindex.sources.partitioning import distinct_in_order, ranges_from_boundaries, split_by_range_or_walk
 
 #: Keys sampled per wanted partition: enough for boundaries within a few percent of even.
 SAMPLES_PER_PARTITION = 200
@@ -21,17 +17,16 @@ SAMPLES_PER_PARTITION = 200
 
 class PostgresSource(Source):
     max_in_params = 5000
-    #: `make bench` (build_postgres, 200k shop products with reviews and authors): JSON aggregation
-    #: in PostgreSQL built 10.3k docs/s, the Python builder 4.2k docs/s.
-    prefer_database_build = True
 
     def engine_options(self) -> dict[str, Any]:
-        return {"pool_pre_ping": True}
-
-    def database_builder(self, plan: IndexPlan) -> DocumentBuilder | None:
-        from sparkindex.documents.in_database import JsonAggregationBuilder
-
-        return JsonAggregationBuilder(self, plan)
+        # The statement timeout travels in the startup packet (no extra round trip per
+        # connection), appended to any options the URL already carries (search_path, ...).
+        url_options = sa.make_url(self.url).query.get("options", "")
+        if not isinstance(url_options, str):
+            url_options = " ".join(url_options)
+        timeout_ms = max(1, round(self.statement_timeout_s * 1000))
+        options = f"{url_options} -c statement_timeout={timeout_ms}".strip()
+        return {"pool_pre_ping": True, "connect_args": {"options": options}}
 
     def page_options(self) -> dict[str, Any]:
         return {"stream_results": True, "yield_per": 5000}
@@ -44,14 +39,16 @@ class PostgresSource(Source):
         parts = min(limit, max(1, math.ceil(total / size)))
         if parts <= 1:
             return [KeyRange(None, None)]
-        # A Bernoulli sample of the keys, sorted: its quantiles are the boundaries. One pass over
-        # the table's pages, never one query per boundary.
+        # A Bernoulli sample of the keys, ordered by the server: its quantiles are the boundaries.
+        # One pass over the table's pages, never one query per boundary. The boundaries keep the
+        # server's ORDER BY order: under a collation (ICU, say) that order is not Python's, and
+        # re-sorting them in Python would make ranges overlap and rows be read twice.
         pct = min(100.0, 100.0 * parts * SAMPLES_PER_PARTITION / total)
         sample = sa.tablesample(info.table, sa.func.bernoulli(pct), name="s", seed=sa.literal(7))
         cols = [sample.c[k] for k in key]
-        with self.engine.connect() as conn:
+        with self.connect(f"a key sample of table {info.name!r}") as conn:
             keys = [tuple(r) for r in conn.execute(sa.select(*cols).order_by(*cols))]
         if len(keys) < parts:
             return split_by_range_or_walk(self, info, key, size, limit)
         bounds = [keys[math.floor(i * len(keys) / parts) - 1] for i in range(1, parts)]
-        return ranges_from_boundaries(sorted(set(bounds)))
+        return ranges_from_boundaries(distinct_in_order(bounds))

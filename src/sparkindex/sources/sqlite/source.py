@@ -11,5 +11,6 @@ class SqliteSource(Source):
     max_in_params = 900
 
     def engine_options(self) -> dict[str, Any]:
-        # A reader must wait for a concurrent writer rather than fail with "database is locked".
-        return {"connect_args": {"timeout": 30}}
+        # A reader must wait for a concurrent writer rather than fail with "database is locked",
+        # but not for ever: SQLite's only statement timeout is this busy timeout.
+        return {"connect_args": {"timeout": self.statement_timeout_s}}

@@ -1,0 +1,71 @@
+"""Where a document holds floating-point values, and the two things both builders do with them.
+
+JSON has no NaN or infinity: orjson writes them as ``null`` and PostgreSQL's ``json_build_object``
+as the strings ``"NaN"``/``"Infinity"``. Either way the index would silently hold another value
+than the source (and the two builders would disagree on its hash), so a document carrying one is
+reported as a :class:`~sparkindex.errors.DocumentError` instead. PostgreSQL also writes 214.0 as
+214, which :func:`restore_floats` undoes so hashes equal the Python builder's.
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from sparkindex.documents.plan import RelationPlan
+from sparkindex.sources.base import TableInfo
+
+#: (float columns of this level, relation name -> the same for the related documents)
+FloatPaths = tuple[frozenset[str], dict[str, "FloatPaths"]]
+
+_NON_FINITE_TEXT = frozenset({"NaN", "Infinity", "-Infinity"})
+
+
+def float_paths(table: TableInfo, emit: Sequence[str], relations: Sequence[RelationPlan]) -> FloatPaths:
+    floats = frozenset(c for c in emit if isinstance(table.columns[c].type, sa.Float | sa.Numeric))
+    return floats, {r.name: float_paths(r.table, r.emit, r.children) for r in relations}
+
+
+def _items(doc: dict[str, Any], name: str) -> list[Any]:
+    value = doc.get(name)
+    return value if isinstance(value, list) else [value]
+
+
+def restore_floats(doc: dict[str, Any], paths: FloatPaths) -> None:
+    """Integral numbers in float columns back to floats (PostgreSQL's JSON drops the ``.0``)."""
+    floats, children = paths
+    for name in floats:
+        value = doc.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            doc[name] = float(value)
+    for name, sub in children.items():
+        for item in _items(doc, name):
+            if isinstance(item, dict):
+                restore_floats(item, sub)
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, decimal.Decimal):
+        return not value.is_finite()
+    return isinstance(value, str) and value in _NON_FINITE_TEXT
+
+
+def non_finite_path(doc: dict[str, Any], paths: FloatPaths, prefix: str = "") -> str | None:
+    """The dotted path of the first NaN or infinite value in a float column, or None."""
+    floats, children = paths
+    for name in floats:
+        if _non_finite(doc.get(name)):
+            return prefix + name
+    for name, sub in children.items():
+        for item in _items(doc, name):
+            if isinstance(item, dict):
+                found = non_finite_path(item, sub, f"{prefix}{name}.")
+                if found is not None:
+                    return found
+    return None

@@ -22,7 +22,7 @@ import pytest
 from sparkindex.config.model import IndexConfig, JobConfig
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.sources.base import KeyRange, Source, TableInfo
-from sparkindex.sources.partitioning import integer_ranges, ranges_from_boundaries
+from sparkindex.sources.partitioning import distinct_in_order, integer_ranges, ranges_from_boundaries
 from sparkindex.sources.registry import open_source
 
 # -- helpers -----------------------------------------------------------------------------------------
@@ -476,3 +476,17 @@ def test_plan_orders_by_priority_then_work_units(sources: list[Source], two_tabl
     assert keys == sorted(keys)
     assert [s.work_units for s in specs][:5] == [150, 150, 500, 500, 500]
     assert all(s.priority == 9 for s in specs[:2]) and all(s.priority == 0 for s in specs[2:])
+
+
+def test_boundaries_keep_the_database_order_and_lose_only_repeats() -> None:
+    """Under ICU, 'a-b' < 'A' < 'b' (say); Python's sorted() would reorder them and ranges would overlap."""
+    db_order = [("a-b",), ("A",), ("A",), ("b",), ("B_",)]
+    assert distinct_in_order(db_order) == [("a-b",), ("A",), ("b",), ("B_",)]
+    ranges = ranges_from_boundaries(distinct_in_order(db_order))
+    assert [(r.after, r.upto) for r in ranges] == [
+        (None, ("a-b",)),
+        (("a-b",), ("A",)),
+        (("A",), ("b",)),
+        (("b",), ("B_",)),
+        (("B_",), None),
+    ]

@@ -490,3 +490,19 @@ def test_boundaries_keep_the_database_order_and_lose_only_repeats() -> None:
         (("b",), ("B_",)),
         (("B_",), None),
     ]
+
+
+def test_sources_never_import_documents() -> None:
+    """Documents are built on sources, not the other way round: no import cycle between the packages."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sparkindex.sources, sparkindex.sources.postgres, sparkindex.sources.mysql, "
+        "sparkindex.sources.sqlite, sparkindex.sources.partitioning; "
+        "print(sorted(m for m in sys.modules if m.startswith('sparkindex.documents')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    package = Path(__file__).parents[2] / "src" / "sparkindex" / "sources"
+    assert not [p for p in package.rglob("*.py") if "sparkindex.documents" in p.read_text()]

@@ -2,7 +2,7 @@
 
 Dialects differ in how they connect, how they split keys into ranges and how many bind parameters
 a statement may carry; everything else (keyset pages, IN-batched child fetches) is portable SQL.
-This package never imports :mod:`sparkindex.documents`: documents are built on top of sources,
+This package never imports the documents package: documents are built on top of sources,
 and the choice of an in-database builder lives there (keyed by the engine's dialect name).
 """
 

@@ -66,16 +66,24 @@ def job_in(store: CoordinationStore, status: JobStatus) -> JobRecord:
     return job
 
 
-def claim_all(url: str, prefix: str, job_id: str, n: int, barrier: object, results: object) -> None:
-    """Spawned worker of the claim race: wait for all the others, then claim until nothing is left."""
+def claim_all(url: str, prefix: str, ids: list[str], n: int, barrier: object, results: object) -> None:
+    """Spawned worker of the claim race: wait for all the others, then try to claim every partition
+    (in its own shuffled order, as its own run) and report the ones it won."""
+    import random
+
     store = CoordinationStore(url, prefix)
     got: list[str] = []
     error = None
     try:
+        order = list(ids)
+        random.Random(n).shuffle(order)
         barrier.wait(timeout=120)  # type: ignore[attr-defined]
-        while (rec := store.claim_next(job_id, owner=f"w{n}")) is not None:
-            if rec.status != P.PROCESSING or rec.owner != f"w{n}":
-                raise AssertionError(f"claim_next returned {rec}")
+        for pid in order:
+            rec = store.claim(pid, f"w{n}", f"run-{n}", stale_after_s=3600)
+            if rec is None:
+                continue
+            if rec.status != P.PROCESSING or rec.owner != f"w{n}" or rec.id != pid:
+                raise AssertionError(f"claim returned {rec}")
             got.append(rec.id)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
         error = repr(exc)

@@ -8,14 +8,16 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
 
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.errors import LockLost
+from sparkindex.errors import LockLost, PermanentError
 from tests.coordination.helpers import age_heartbeat, claim_all, new_job, spec
 
 P = PartitionStatus
@@ -34,7 +36,7 @@ def test_claim_race_16_processes_each_partition_claimed_exactly_once(
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
     queue = ctx.Queue()
-    procs = [ctx.Process(target=claim_all, args=(url, prefix, job_id, n, barrier, queue)) for n in range(WORKERS)]
+    procs = [ctx.Process(target=claim_all, args=(url, prefix, ids, n, barrier, queue)) for n in range(WORKERS)]
     for proc in procs:
         proc.start()
     try:
@@ -49,7 +51,7 @@ def test_claim_race_16_processes_each_partition_claimed_exactly_once(
     assert sorted(results) == list(range(WORKERS))
 
     claimed = [pid for got in results.values() for pid in got]
-    assert sum(len(got) for got in results.values()) == 200
+    assert len(claimed) == 200
     assert Counter(claimed).most_common(1)[0][1] == 1, "a partition was claimed twice"
     assert set(claimed) == set(ids)
     assert sum(1 for got in results.values() if got) >= 2, "the workers did not actually race"
@@ -59,49 +61,62 @@ def test_claim_race_16_processes_each_partition_claimed_exactly_once(
         assert part.claims == 1
         assert part.claim_token == 1
         assert part.owner == owner_of[part.id]
-    assert store.claim_next(job_id, owner="late") is None
 
 
-# -- a claim in flight elsewhere ------------------------------------------------------------------
-SERVER_STORES = [
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
-]
+# -- the product's path costs one statement per step ------------------------------------------------
+@contextmanager
+def statements(store: CoordinationStore) -> Iterator[list[str]]:
+    seen: list[str] = []
 
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        seen.append(statement.split(None, 1)[0].upper())
 
-@pytest.mark.parametrize("store_url", SERVER_STORES, indirect=True)
-def test_claim_in_flight_elsewhere_does_not_hide_the_other_partitions(
-    store_url: tuple[str, str], store: CoordinationStore
-) -> None:
-    """Row-locking stores: while another process sits between its pick (FOR UPDATE SKIP LOCKED) and
-    its commit, claim_next still hands out one of the remaining partitions instead of None.
-
-    (SQLite serialises whole claims with BEGIN IMMEDIATE, so this moment does not exist there.)
-    The other process is a second store; its claim is paused just before its UPDATE (its pick is
-    done, its row locks are held) by a cursor event, which runs our claim at that moment - no
-    threads, no sleeps.
-    """
-    url, prefix = store_url
-    job_id, ids = new_job(store, 5)
-    other = CoordinationStore(url, prefix)
-    seen: list[PartitionRecord | None] = []
-
-    def meanwhile(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        if statement.lstrip().upper().startswith("UPDATE") and not seen:
-            seen.append(store.claim_next(job_id, "second"))
-
-    sa.event.listen(other.engine, "before_cursor_execute", meanwhile)
+    sa.event.listen(store.engine, "before_cursor_execute", count)
     try:
-        first = other.claim_next(job_id, "first")
+        yield seen
     finally:
-        sa.event.remove(other.engine, "before_cursor_execute", meanwhile)
-        other.close()
-    assert len(seen) == 1, "the other claim never reached its UPDATE"
-    second = seen[0]
-    assert second is not None, "claim_next returned None while 4 partitions were PENDING and unlocked"
-    assert first is not None and first.owner == "first"
-    assert second.owner == "second" and second.id != first.id
-    assert {p.id for p in store.partitions(job_id, [P.PENDING])} == set(ids) - {first.id, second.id}
+        sa.event.remove(store.engine, "before_cursor_execute", count)
+
+
+def test_claim_progress_complete_one_statement_each(store: CoordinationStore) -> None:
+    _, (pid,) = new_job(store, 1)
+    store.partition(pid)  # connected
+    with statements(store) as seen:
+        rec = store.claim(pid, "exec-1", "run-A", stale_after_s=60)
+    assert rec is not None and rec.claim_token == 1 and rec.status == P.PROCESSING
+    expected = ["UPDATE", "SELECT"] if store.engine.dialect.name == "mysql" else ["UPDATE"]
+    assert [s for s in seen if s not in ("BEGIN",)] == expected, "no pre-ping, no probe, no re-read"
+    with statements(store) as seen:
+        store.save_progress(pid, rec.claim_token, [5], 4, 1, writer="exec-1:7")
+    assert [s for s in seen if s != "BEGIN"] == ["UPDATE"]
+    with statements(store) as seen:
+        store.complete(pid, rec.claim_token, cursor=[9], success=3, failed=0)
+    assert [s for s in seen if s != "BEGIN"] == ["UPDATE"]
+    done = store.partition(pid)
+    assert done.status == P.COMPLETED and done.cursor == (9,) and done.writer == "exec-1:7"
+    assert (done.processed_count, done.success_count, done.failed_count) == (8, 7, 1)
+
+
+def test_claim_of_unknown_partition_is_an_error(store: CoordinationStore) -> None:
+    new_job(store, 1)
+    with pytest.raises(PermanentError, match="not found"):
+        store.claim("no-such-partition", "a", "run-A", stale_after_s=60)
+
+
+def test_decimal_and_bytes_cursors_survive(store: CoordinationStore) -> None:
+    job = store.create_job(["products"], {}, "test")
+    store.add_partitions(
+        job.id,
+        [spec(0).__class__("products", 0, (Decimal("1.10"), b"\x00a"), (Decimal("99.5"), b"\xff"), 1, 1, 0)],
+    )
+    (part,) = store.partitions(job.id)
+    assert part.range_start == (Decimal("1.10"), b"\x00a") and part.range_end == (Decimal("99.5"), b"\xff")
+    rec = store.claim(part.id, "a", "run-A", stale_after_s=60)
+    assert rec is not None
+    store.save_progress(part.id, rec.claim_token, [Decimal("12.340"), b"\x00\xfe|x"], 1, 0)
+    assert store.partition(part.id).cursor == (Decimal("12.340"), b"\x00\xfe|x")
+    store.complete(part.id, rec.claim_token, cursor=(Decimal("50"), b""), success=1)
+    assert store.partition(part.id).cursor == (Decimal("50"), b"")
 
 
 # -- claiming one specific partition ---------------------------------------------------------------
@@ -145,6 +160,15 @@ def test_claim_specific_partition_retry_and_fencing(store: CoordinationStore) ->
     assert store.partition(pid).cursor == (5,)
 
 
+def test_heartbeat_renews_the_lease(store: CoordinationStore) -> None:
+    _, (pid,) = new_job(store, 1)
+    rec = store.claim(pid, "a", "run-A", stale_after_s=60)
+    assert rec is not None
+    age_heartbeat(store, pid, seconds_ago=120)
+    store.heartbeat(pid, rec.claim_token)  # the worker is still reading a long page
+    assert store.claim(pid, "b", "run-B", stale_after_s=60) is None
+
+
 def test_claim_stale_takeover_needs_a_stale_heartbeat(store: CoordinationStore) -> None:
     _, (pid,) = new_job(store, 1)
     assert store.claim(pid, "a", "run-A", stale_after_s=60) is not None
@@ -166,16 +190,36 @@ def test_claim_of_completed_partition_returns_none(store: CoordinationStore) -> 
     assert store.partition(pid).status == P.COMPLETED
 
 
+def test_closed_partition_is_claimed_again_once_reopened(store: CoordinationStore) -> None:
+    """The worker parks a partition whose target is down (Data Prepper's CLOSED / reOpenAt)."""
+    _, (pid,) = new_job(store, 1)
+    rec = store.claim(pid, "a", "run-A", stale_after_s=60)
+    assert rec is not None
+    store.save_progress(pid, rec.claim_token, [40], 40, 0)
+    store.close_partition(pid, rec.claim_token, reopen_at=time.time() + 3600, error="target down")
+    parked = store.partition(pid)
+    assert parked.status == P.CLOSED and parked.owner is None and parked.last_error == "target down"
+    assert parked.cursor == (40,)
+    with pytest.raises(LockLost):
+        store.save_progress(pid, rec.claim_token, [41], 1, 0)
+    assert store.claim(pid, "a", "run-A", stale_after_s=0) is None, "parked until reopen_at, even for its run"
+    pt = store.t.partition
+    with store.engine.begin() as conn:
+        conn.execute(pt.update().where(pt.c.id == pid).values(reopen_at=time.time() - 1))
+    again = store.claim(pid, "b", "run-B", stale_after_s=60)
+    assert again is not None and again.claim_token == rec.claim_token + 1 and again.cursor == (40,)
+
+
 # -- reclaiming stale partitions -------------------------------------------------------------------
 def test_reclaim_stale_resets_only_stale_partitions(store: CoordinationStore) -> None:
-    job_id, _ = new_job(store, 2)
-    stale = store.claim_next(job_id, "dead")
-    fresh = store.claim_next(job_id, "alive")
+    _, (a, b) = new_job(store, 2)
+    stale = store.claim(a, "dead", "run-A", 60)
+    fresh = store.claim(b, "alive", "run-A", 60)
     assert stale is not None and fresh is not None
     store.save_progress(stale.id, stale.claim_token, [7], 3, 0)
     age_heartbeat(store, stale.id)
 
-    reset, failed = store.reclaim_stale(job_id, stale_after_s=60, max_retries=3)
+    reset, failed = store.reclaim_stale(stale.job_id, stale_after_s=60, max_retries=3)
     assert (reset, failed) == (1, 0)
 
     s = store.partition(stale.id)
@@ -195,8 +239,8 @@ def test_reclaim_drives_partition_to_failed_after_max_retries(store: Coordinatio
     job_id, (pid,) = new_job(store, 1)
     expected = [(P.PENDING, 1, (1, 0)), (P.PENDING, 2, (1, 0)), (P.FAILED, 2, (0, 1))]
     for round_no, (status, retries, counts) in enumerate(expected, start=1):
-        rec = store.claim_next(job_id, f"w{round_no}")
-        assert rec is not None and rec.id == pid, f"round {round_no}: partition not claimable"
+        rec = store.claim(pid, f"w{round_no}", f"run-{round_no}", 60)
+        assert rec is not None, f"round {round_no}: partition not claimable"
         assert rec.claim_token == round_no
         age_heartbeat(store, pid)
         assert store.reclaim_stale(job_id, stale_after_s=60, max_retries=2) == counts
@@ -205,12 +249,12 @@ def test_reclaim_drives_partition_to_failed_after_max_retries(store: Coordinatio
         assert part.retry_count == retries, f"after reclaim {round_no}"
     final = store.partition(pid)
     assert final.last_error and "exhausted" in final.last_error
-    assert store.claim_next(job_id, "w4") is None
+    assert store.claim(pid, "w4", "run-4", 60) is None
 
 
 def test_reclaim_with_zero_retries_fails_at_once(store: CoordinationStore) -> None:
     job_id, (pid,) = new_job(store, 1)
-    assert store.claim_next(job_id, "w") is not None
+    assert store.claim(pid, "w", "run", 60) is not None
     age_heartbeat(store, pid)
     assert store.reclaim_stale(job_id, stale_after_s=60, max_retries=0) == (0, 1)
     assert store.partition(pid).status == P.FAILED
@@ -218,9 +262,9 @@ def test_reclaim_with_zero_retries_fails_at_once(store: CoordinationStore) -> No
 
 # -- failing and completing --------------------------------------------------------------------------
 def test_fail_goes_pending_under_limit_then_failed(store: CoordinationStore) -> None:
-    job_id, (pid,) = new_job(store, 1)
+    _, (pid,) = new_job(store, 1)
     for attempt in range(2):
-        rec = store.claim_next(job_id, "w")
+        rec = store.claim(pid, "w", f"run-{attempt}", 60)
         assert rec is not None
         assert store.fail(pid, rec.claim_token, f"boom {attempt}", max_retries=2) == P.PENDING
         part = store.partition(pid)
@@ -228,13 +272,13 @@ def test_fail_goes_pending_under_limit_then_failed(store: CoordinationStore) -> 
         assert part.retry_count == attempt + 1
         assert part.last_error == f"boom {attempt}"
         assert part.owner is None
-    rec = store.claim_next(job_id, "w")
+    rec = store.claim(pid, "w", "run-9", 60)
     assert rec is not None
     assert store.fail(pid, rec.claim_token, "boom", max_retries=2) == P.FAILED
     part = store.partition(pid)
     assert part.status == P.FAILED
     assert part.last_error == "boom"
-    assert store.claim_next(job_id, "w") is None
+    assert store.claim(pid, "w", "run-9", 60) is None
 
 
 def test_fail_with_a_stale_token_is_lock_lost(store: CoordinationStore) -> None:
@@ -249,14 +293,17 @@ def test_fail_with_a_stale_token_is_lock_lost(store: CoordinationStore) -> None:
 
 
 def test_complete_exactly_once(store: CoordinationStore) -> None:
-    job_id, (pid,) = new_job(store, 1)
-    rec = store.claim_next(job_id, "w")
+    _, (pid,) = new_job(store, 1)
+    rec = store.claim(pid, "w", "run", 60)
     assert rec is not None
     store.complete(pid, rec.claim_token)
     done = store.partition(pid)
     assert done.status == P.COMPLETED
+    # a rerun of the same completion (its reply was lost to a restart) is done already: no error,
+    # and its counts are not folded in twice
+    store.complete(pid, rec.claim_token, success=5)
     with pytest.raises(LockLost):
-        store.complete(pid, rec.claim_token)
+        store.complete(pid, rec.claim_token + 1)
     with pytest.raises(LockLost):
         store.save_progress(pid, rec.claim_token, [1], 1, 0)
     with pytest.raises(LockLost):
@@ -266,43 +313,28 @@ def test_complete_exactly_once(store: CoordinationStore) -> None:
 
 
 def test_release_keeps_cursor_and_allows_reclaim(store: CoordinationStore) -> None:
-    job_id, (pid,) = new_job(store, 1)
-    rec = store.claim_next(job_id, "w")
+    _, (pid,) = new_job(store, 1)
+    rec = store.claim(pid, "w", "run-A", 60)
     assert rec is not None
     store.save_progress(pid, rec.claim_token, ["k", 3], 2, 1)
     store.release(pid, rec.claim_token)
     part = store.partition(pid)
     assert part.status == P.PENDING and part.cursor == ("k", 3) and part.retry_count == 0
-    again = store.claim_next(job_id, "w2")
+    again = store.claim(pid, "w2", "run-B", 60)
     assert again is not None and again.claim_token == rec.claim_token + 1 and again.cursor == ("k", 3)
 
 
 # -- claim order -----------------------------------------------------------------------------------
-def test_claim_next_order_priority_then_largest_work_first(store: CoordinationStore) -> None:
+def test_claimable_order_reopened_then_priority_then_largest_work_first(store: CoordinationStore) -> None:
     job = store.create_job(["products"], {}, "test")
-    layout = [(0, 5, 0), (1, 50, 0), (2, 20, 1), (3, 500, 0), (4, 1, 2), (5, 30, 1)]
+    layout = [(0, 5, 0), (1, 50, 0), (2, 20, 1), (3, 500, 0), (4, 1, 2), (5, 30, 1), (6, 1, 0), (7, 2, 0)]
     store.add_partitions(job.id, [spec(i, work=w, priority=pr) for i, w, pr in layout])
-    order = []
-    while (rec := store.claim_next(job.id, "w")) is not None:
-        order.append(rec.partition_index)
-    assert order == [4, 5, 2, 3, 1, 0]
-
-
-def test_claim_next_takes_reopened_closed_partitions_first(store: CoordinationStore) -> None:
-    job = store.create_job(["products"], {}, "test")
-    store.add_partitions(job.id, [spec(0, work=1), spec(1, work=1000, priority=5), spec(2, work=1)])
     parts = {p.partition_index: p for p in store.partitions(job.id)}
+    assert [p.partition_index for p in store.partitions(job.id)] == [4, 5, 2, 3, 1, 0, 7, 6]
+    due, parked, busy = (store.claim(parts[i].id, "w", "r", 60) for i in (6, 7, 0))
+    assert due and parked and busy
     now = time.time()
-    a = store.claim(parts[0].id, "w", "r", 60)
-    b = store.claim(parts[2].id, "w", "r", 60)
-    assert a and b
-    store.close_partition(a.id, a.claim_token, reopen_at=now - 10)  # due again
-    store.close_partition(b.id, b.claim_token, reopen_at=now + 3600)  # parked
-    assert store.partition(a.id).status == P.CLOSED
-
-    first = store.claim_next(job.id, "w2")
-    assert first is not None and first.partition_index == 0
-    second = store.claim_next(job.id, "w2")
-    assert second is not None and second.partition_index == 1
-    assert store.claim_next(job.id, "w2") is None  # index 2 is parked until later
-    assert store.partition(b.id).status == P.CLOSED
+    store.close_partition(due.id, due.claim_token, reopen_at=now - 10)
+    store.close_partition(parked.id, parked.claim_token, reopen_at=now + 3600)
+    # what a pass hands to its workers: re-opened CLOSED first, then PENDING in priority/work order
+    assert [p.partition_index for p in store.claimable(job.id)] == [6, 4, 5, 2, 3, 1]

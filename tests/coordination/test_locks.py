@@ -130,7 +130,7 @@ def test_lock_tokens_fence_the_alias_swap(tmp_path: Path, store: CoordinationSto
     old = store.locks.acquire("a", "driver-old", ttl_s=300)
     expire(store, "a")
     new = store.locks.acquire("a", "driver-new", ttl_s=300)
-    assert cat.swap("a", "a_v2", fence=new) is None
+    cat.swap("a", "a_v2", None, fence=new)
     with pytest.raises(LockLost):
-        cat.swap("a", "a_v1", fence=old)
+        cat.swap("a", "a_v1", "a_v2", fence=old)
     assert cat.get("a") == "a_v2"

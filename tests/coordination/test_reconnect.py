@@ -1,4 +1,9 @@
-"""The store survives a real PostgreSQL restart: pooled connections are pinged before use."""
+"""The store survives a real PostgreSQL restart without pinging every checkout.
+
+No ``pool_pre_ping`` (it would cost a round trip per statement): the first statement on a dead
+pooled connection fails as a disconnect, SQLAlchemy invalidates the whole pool, and the store
+reruns that statement on a fresh connection.
+"""
 
 from __future__ import annotations
 
@@ -36,11 +41,16 @@ def test_store_keeps_working_after_a_real_postgres_restart(store_url: tuple[str,
     url, prefix = store_url
     store = CoordinationStore(url, prefix)
     try:
+        assert not store.engine.pool._pre_ping, "the store must not ping on every checkout"
         job = store.create_job(["products"], {}, "test")
         store.add_partitions(job.id, [spec(0), spec(1)])
-        with store.engine.connect() as conn:
-            started = conn.execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one()
-        assert store.engine.pool.checkedin() >= 1, "the pool must hold a connection the restart will kill"
+        a, b = (p.id for p in store.partitions(job.id))
+        # several pooled connections, all of which the restart will kill
+        conns = [store.engine.connect() for _ in range(3)]
+        started = conns[0].execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one()
+        for conn in conns:
+            conn.close()
+        assert store.engine.pool.checkedin() >= 3, "the pool must hold connections the restart will kill"
 
         try:
             restart_postgres(tmp_path / "pg_ctl.log")
@@ -48,12 +58,14 @@ def test_store_keeps_working_after_a_real_postgres_restart(store_url: tuple[str,
             subprocess.run(["bash", str(ROOT / "scripts" / "test-services.sh")], check=False, capture_output=True)
             raise
 
-        # the very same store object, its pooled connections now dead
-        assert store.job(job.id).id == job.id
-        rec = store.claim_next(job.id, "after-restart")
-        assert rec is not None and rec.status == PartitionStatus.PROCESSING
+        # the very same store object, its pooled connections now dead: the product's path first
+        rec = store.claim(a, "after-restart", "run-A", stale_after_s=60)
+        assert rec is not None and rec.status == PartitionStatus.PROCESSING and rec.claim_token == 1
         store.save_progress(rec.id, rec.claim_token, [1], 1, 0)
-        assert store.partition(rec.id).processed_count == 1
+        store.complete(rec.id, rec.claim_token, cursor=[2], success=1)
+        done = store.partition(rec.id)
+        assert done.status == PartitionStatus.COMPLETED and done.processed_count == 2
+        assert store.claim(b, "after-restart", "run-A", stale_after_s=60) is not None
         with store.engine.connect() as conn:
             assert conn.execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one() > started, "no restart"
     finally:

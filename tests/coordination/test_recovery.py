@@ -11,7 +11,7 @@ from sparkindex.coordination.recovery import recover
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import IllegalTransition, LockLost
-from tests.coordination.helpers import job_in
+from tests.coordination.helpers import expire, job_in
 
 J = JobStatus
 P = PartitionStatus
@@ -21,8 +21,9 @@ MAX_AGE = 3600.0
 def test_recover_running_job_resets_partitions_and_becomes_ready(store: CoordinationStore) -> None:
     job = job_in(store, J.RUNNING)
     store.add_partitions(job.id, [PartitionSpec("products", i, None, None, 10, 10, 0) for i in range(3)])
-    a = store.claim_next(job.id, "dead-exec", run_id="dead-run")
-    b = store.claim_next(job.id, "dead-exec", run_id="dead-run")
+    ids = [p.id for p in store.partitions(job.id)]
+    a = store.claim(ids[0], "dead-exec", "dead-run", 60)
+    b = store.claim(ids[1], "dead-exec", "dead-run", 60)
     assert a is not None and b is not None
     store.save_progress(a.id, a.claim_token, [42], 4, 0)
     store.complete(b.id, b.claim_token)
@@ -45,7 +46,7 @@ def test_recover_running_job_resets_partitions_and_becomes_ready(store: Coordina
 def test_recover_with_live_holder_changes_nothing(store: CoordinationStore) -> None:
     job = job_in(store, J.RUNNING)
     store.add_partitions(job.id, [PartitionSpec("products", 0, None, None, 10, 10, 0)])
-    rec = store.claim_next(job.id, "live")
+    rec = store.claim(store.partitions(job.id)[0].id, "live", "live-run", 60)
     assert rec is not None
     assert recover(store, store.job(job.id), holder_alive=True, max_age_s=MAX_AGE).action == "none"
     assert store.job(job.id).status == J.RUNNING
@@ -60,7 +61,7 @@ def test_recover_initializing_fails_and_stopping_stops(store: CoordinationStore)
 
     stopping = job_in(store, J.STOPPING)
     store.add_partitions(stopping.id, [PartitionSpec("products", 0, None, None, 10, 10, 0)])
-    rec = store.claim_next(stopping.id, "dead")
+    rec = store.claim(store.partitions(stopping.id)[0].id, "dead", "dead-run", 60)
     assert rec is not None
     assert recover(store, store.job(stopping.id), holder_alive=False, max_age_s=MAX_AGE).action == "stop"
     assert store.job(stopping.id).status == J.STOPPED
@@ -83,10 +84,39 @@ def test_recover_too_old_running_job_fails(store: CoordinationStore) -> None:
 @pytest.mark.parametrize("status", [J.FAILED, J.STOPPED], ids=str)
 def test_recover_too_old_resumable_job_ends_failed_without_error(store: CoordinationStore, status: JobStatus) -> None:
     """An orphan untouched beyond the recovery age ends FAILED (docstring) - including one that
-    already is FAILED: `reindex` calls recover() on every unfinished job, FAILED ones included."""
+    already is FAILED: `reindex` calls recover() on every unfinished job, FAILED ones included -
+    and the decision tells the driver not to resume it."""
     job = _make_old(store, job_in(store, status).id, 2 * MAX_AGE)
     try:
-        recover(store, job, holder_alive=False, max_age_s=MAX_AGE)
+        decision = recover(store, job, holder_alive=False, max_age_s=MAX_AGE)
     except IllegalTransition as exc:
         pytest.fail(f"recover() of an old {status} job raised {exc!r}")
+    assert decision.action == "fail" and not decision.resumable
     assert store.job(job.id).status == J.FAILED
+
+
+def test_recent_failed_job_is_resumable(store: CoordinationStore) -> None:
+    job = job_in(store, J.FAILED)
+    decision = recover(store, job, holder_alive=False, max_age_s=MAX_AGE)
+    assert decision.resumable and store.job(job.id).status == J.FAILED
+
+
+def test_recover_refuses_a_job_planned_from_another_config(store: CoordinationStore) -> None:
+    job = store.create_job(["products"], {}, "test", fingerprint="plan-1")
+    job = store.transition_job(job.id, J.READY)
+    assert store.job(job.id).fingerprint == "plan-1"
+    decision = recover(store, job, holder_alive=False, max_age_s=MAX_AGE, fingerprint="plan-2")
+    assert decision.action == "refuse" and not decision.resumable
+    assert "--new" in decision.reason
+    assert store.job(job.id).status == J.READY, "a refused job is left as it is"
+    assert recover(store, job, holder_alive=False, max_age_s=MAX_AGE, fingerprint="plan-1").resumable
+
+
+def test_recover_with_a_fence_taken_over_is_refused(store: CoordinationStore) -> None:
+    job = job_in(store, J.RUNNING)
+    old = store.locks.acquire("products", "driver-a", ttl_s=300)
+    expire(store, "products")
+    store.locks.acquire("products", "driver-b", ttl_s=300)
+    with pytest.raises(LockLost, match="products"):
+        recover(store, job, holder_alive=False, max_age_s=MAX_AGE, fence={"products": old})
+    assert store.job(job.id).status == J.RUNNING

@@ -22,19 +22,27 @@ def schema_version(engine: sa.Engine, prefix: str) -> list[tuple[int, int]]:
         return [(r.id, r.version) for r in conn.execute(sa.select(st.c.id, st.c.version))]
 
 
+def table_columns(engine: sa.Engine, table: str) -> set[str]:
+    return {c["name"] for c in sa.inspect(engine).get_columns(table)}
+
+
 def partition_columns(engine: sa.Engine, prefix: str) -> set[str]:
-    return {c["name"] for c in sa.inspect(engine).get_columns(make_tables(prefix).partition.name)}
+    return table_columns(engine, make_tables(prefix).partition.name)
 
 
 def create_v1_store(url: str, prefix: str) -> tuple[str, dict[int, str]]:
-    """Today's tables minus ``partition.writer``, versioned 1, holding a job and three partitions."""
+    """Today's tables minus what versions 2 and 4 added (``partition.writer``, ``job.fingerprint``,
+    ``dead_letter.attempt_key``), versioned 1, holding a job and three partitions."""
     engine = make_engine(url)
     try:
         t = make_tables(prefix)
         t.metadata.create_all(engine)
         with engine.begin() as conn:
             conn.execute(sa.text(f"ALTER TABLE {t.partition.name} DROP COLUMN writer"))
+            conn.execute(sa.text(f"ALTER TABLE {t.job.name} DROP COLUMN fingerprint"))
+            conn.execute(sa.text(f"ALTER TABLE {t.dead_letter.name} DROP COLUMN attempt_key"))
         assert "writer" not in partition_columns(engine, prefix)
+        v1_job = sa.Table(t.job.name, sa.MetaData(), autoload_with=engine)
         v1_partition = sa.Table(t.partition.name, sa.MetaData(), autoload_with=engine)
         now = time.time()
         job_id = "11111111-2222-3333-4444-555555555555"
@@ -63,7 +71,7 @@ def create_v1_store(url: str, prefix: str) -> tuple[str, dict[int, str]]:
         with engine.begin() as conn:
             conn.execute(t.schema.insert().values(id=1, version=1, upgraded_at=now - 86400))
             conn.execute(
-                t.job.insert().values(
+                v1_job.insert().values(
                     id=job_id,
                     alias_key="products",
                     status=JobStatus.RUNNING,
@@ -133,14 +141,17 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
 
     store = CoordinationStore(url, prefix)
     try:
-        assert SCHEMA_VERSION == 3
+        assert SCHEMA_VERSION == 4
         assert schema_version(store.engine, prefix) == [(1, SCHEMA_VERSION)]
         assert "writer" in partition_columns(store.engine, prefix)  # v2
         indexes = {ix["name"] for ix in sa.inspect(store.engine).get_indexes(f"{prefix}si_partition")}
         assert f"{prefix}si_partition_next" in indexes  # v3: the claim-order index
+        assert "fingerprint" in table_columns(store.engine, f"{prefix}si_job")  # v4
+        assert "attempt_key" in table_columns(store.engine, f"{prefix}si_dead_letter")  # v4
 
         job = store.job(job_id)
         assert job.status == JobStatus.RUNNING and job.run_id == "run-v1"
+        assert job.fingerprint is None, "a job planned before fingerprints has none"
         assert job.config == {"batch": 7} and job.targets == {"products": "products_v1"}
         assert (job.total_records, job.processed_records, job.success_records, job.failed_records) == (300, 130, 125, 5)
         parts = {p.partition_index: p for p in store.partitions(job_id)}
@@ -155,7 +166,7 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
         store.save_progress(ids[1], 2, [140, "y"], 9, 1, writer="x")
         assert store.partition(ids[1]).writer == "x"
         assert store.partition(ids[1]).processed_count == 40
-        fresh = store.claim_next(job_id, "exec-new")
+        fresh = store.claim(ids[2], "exec-new", "run-new", 60)
         assert fresh is not None and fresh.id == ids[2]
         store.save_progress(fresh.id, fresh.claim_token, [201], 1, 0, writer="exec-new:1")
         pt = store.t.partition
@@ -173,6 +184,11 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
         assert schema_version(again.engine, prefix) == [(1, SCHEMA_VERSION)]
         assert again.partition(ids[1]).writer == "x"
         assert len(again.partitions(job_id)) == 3
+        # the upgraded store carries v4's features
+        again.dead_letters.add(job_id, "products", ids[1], [("d", "E", "m")])
+        again.dead_letters.add(job_id, "products", ids[1], [("d", "E", "m")])
+        assert [d.attempts for d in again.dead_letters.list(alias="products")] == [1]
+        assert again.create_job(["products"], {}, "t", fingerprint="f").fingerprint == "f"
     finally:
         again.close()
 

@@ -72,7 +72,7 @@ def test_stats_aggregate_many_progress_calls_per_entity_and_status(store: Coordi
     )
     other = store.create_job(["products"], {}, "test")  # another job's rows never leak into ours
     store.add_partitions(other.id, [spec(0, estimated=999)])
-    o = store.claim_next(other.id, "x")
+    o = store.claim(store.partitions(other.id)[0].id, "x", "run", 60)
     assert o is not None
     store.save_progress(o.id, o.claim_token, [1], 500, 500)
 
@@ -130,7 +130,7 @@ def test_roll_up_copies_totals_and_stats_onto_the_job_and_is_idempotent(store: C
         job.id,
         [spec(0, estimated=30, work=30), spec(1, estimated=20, work=20), spec(0, entity="orders", estimated=7, work=7)],
     )
-    a = store.claim_next(job.id, "w")  # the largest work first: products #0
+    a = store.claim(store.claimable(job.id)[0].id, "w", "run", 60)  # the largest work first: products #0
     assert a is not None and (a.entity, a.partition_index) == ("products", 0)
     store.save_progress(a.id, a.claim_token, [1], 6, 1)
 
@@ -153,7 +153,7 @@ def test_roll_up_copies_totals_and_stats_onto_the_job_and_is_idempotent(store: C
     # more progress, then a new roll-up replaces the totals
     store.save_progress(a.id, a.claim_token, [2], 3, 0)
     store.complete(a.id, a.claim_token)
-    b = store.claim_next(job.id, "w")
+    b = store.claim(store.claimable(job.id)[0].id, "w", "run", 60)
     assert b is not None and (b.entity, b.partition_index) == ("products", 1)
     store.save_progress(b.id, b.claim_token, [1], 0, 4)
     third = store.roll_up(job.id)

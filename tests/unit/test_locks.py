@@ -23,18 +23,18 @@ J = JobStatus
 def test_alias_swap_refuses_older_fence(tmp_path: Path) -> None:
     cat = AliasCatalogue(tmp_path)
     assert cat.get("a") is None
-    assert cat.swap("a", "a_v1", fence=5) is None
+    cat.swap("a", "a_v1", None, fence=5)
     assert cat.get("a") == "a_v1"
     with pytest.raises(LockLost):
-        cat.swap("a", "a_v2", fence=4)
+        cat.swap("a", "a_v2", "a_v1", fence=4)
     assert cat.get("a") == "a_v1"
     assert AliasCatalogue(tmp_path).get("a") == "a_v1", "the refused swap must not reach the file"
-    assert cat.swap("a", "a_v2", fence=6) == "a_v1"
+    cat.swap("a", "a_v2", "a_v1", fence=6)
     assert cat.get("a") == "a_v2"
     assert cat.read()["a"]["fence"] == 6
     assert cat.read()["a"]["history"] == ["a_v1"]
     # another alias has its own fence
-    assert cat.swap("b", "b_v1", fence=1) is None
+    cat.swap("b", "b_v1", None, fence=1)
     assert cat.get("a") == "a_v2" and cat.get("b") == "b_v1"
 
 
@@ -89,7 +89,7 @@ def test_decide_live_holder_means_hands_off(status: JobStatus) -> None:
     assert decide(old, holder_alive=True, now=NOW, max_age_s=MAX_AGE).action == "none"
 
 
-@pytest.mark.parametrize("status", [J.READY, J.RUNNING, J.STOPPED], ids=str)
+@pytest.mark.parametrize("status", [J.READY, J.RUNNING, J.STOPPED, J.FAILED], ids=str)
 def test_decide_too_old_orphan_fails(status: JobStatus) -> None:
     decision = decide(fake_job(status, NOW - MAX_AGE - 1), holder_alive=False, now=NOW, max_age_s=MAX_AGE)
     assert decision.action == "fail"
@@ -108,3 +108,21 @@ def test_decide_tolerates_clock_skew() -> None:
     """A job updated "in the future" (another host's clock runs ahead) is not too old."""
     job = dataclasses.replace(fake_job(J.RUNNING, NOW), updated_at=NOW + 5)
     assert decide(job, holder_alive=False, now=NOW, max_age_s=MAX_AGE).action == "resume"
+
+
+def test_decide_resumable_only_for_resume_and_none_of_unfinished_jobs() -> None:
+    assert decide(fake_job(J.RUNNING, NOW - 10), holder_alive=False, now=NOW, max_age_s=MAX_AGE).resumable
+    assert decide(fake_job(J.FAILED, NOW - 10), holder_alive=False, now=NOW, max_age_s=MAX_AGE).resumable
+    old_failed = decide(fake_job(J.FAILED, NOW - 2 * MAX_AGE), holder_alive=False, now=NOW, max_age_s=MAX_AGE)
+    assert not old_failed.resumable and "recovery age" in old_failed.reason
+    assert not decide(fake_job(J.COMPLETED, NOW), holder_alive=False, now=NOW, max_age_s=MAX_AGE).resumable
+
+
+def test_decide_refuses_a_changed_fingerprint() -> None:
+    job = dataclasses.replace(fake_job(J.RUNNING, NOW - 10), fingerprint="a")
+    refused = decide(job, holder_alive=False, now=NOW, max_age_s=MAX_AGE, fingerprint="b")
+    assert refused.action == "refuse" and "--new" in refused.reason
+    assert decide(job, holder_alive=False, now=NOW, max_age_s=MAX_AGE, fingerprint="a").action == "resume"
+    # jobs planned before fingerprints existed cannot be compared: resumed as before
+    legacy = fake_job(J.RUNNING, NOW - 10)
+    assert decide(legacy, holder_alive=False, now=NOW, max_age_s=MAX_AGE, fingerprint="b").action == "resume"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import fields
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -16,12 +17,29 @@ class DeadLetterStore:
         self.engine = engine
         self.t = table
 
-    def add(self, job_id: str, alias: str, partition_id: str | None, failures: Sequence[tuple[str, str, str]]) -> None:
-        """Record (doc_id, error_class, message) failures; a repeat bumps attempts and last_seen."""
+    def add(
+        self,
+        job_id: str,
+        alias: str,
+        partition_id: str | None,
+        failures: Sequence[tuple[str, str, str]],
+        attempt: str | None = None,
+    ) -> None:
+        """Record (doc_id, error_class, message) failures; a repeat keeps the latest error.
+
+        ``attempts`` counts distinct write attempts, named by *attempt*; by default one job's
+        partition is one attempt. Within a job a document is written by exactly one partition,
+        and only again when that partition's unacknowledged batch is redone after a crash or a
+        takeover: that redo re-adds the same failure and must not count as another attempt. A
+        later job (or a re-drive naming its own *attempt*) does count. Writes with neither a
+        partition nor an *attempt* (``df.write``) count every time.
+        """
         if not failures:
             return
         now = time.time()
         t = self.t
+        key = attempt if attempt is not None else (f"{job_id}/{partition_id}" if partition_id is not None else None)
+        new_attempt = sa.case((t.c.attempt_key == key, 0), else_=1) if key is not None else 1
         with self.engine.begin() as conn:
             for doc_id, error_class, message in failures:
                 res = conn.execute(
@@ -32,7 +50,8 @@ class DeadLetterStore:
                         partition_id=partition_id,
                         error_class=error_class,
                         error_message=message[:4000],
-                        attempts=t.c.attempts + 1,
+                        attempts=t.c.attempts + new_attempt,
+                        attempt_key=key,
                         last_seen=now,
                     )
                 )
@@ -46,13 +65,16 @@ class DeadLetterStore:
                             error_class=error_class,
                             error_message=message[:4000],
                             attempts=1,
+                            attempt_key=key,
                             first_seen=now,
                             last_seen=now,
                         )
                     )
 
     def list(self, alias: str | None = None, job_id: str | None = None, limit: int = 1000) -> list[DeadLetter]:
-        stmt = sa.select(self.t).order_by(self.t.c.last_seen.desc()).limit(limit)
+        stmt = (
+            sa.select(*(self.t.c[f.name] for f in fields(DeadLetter))).order_by(self.t.c.last_seen.desc()).limit(limit)
+        )
         if alias is not None:
             stmt = stmt.where(self.t.c.alias == alias)
         if job_id is not None:

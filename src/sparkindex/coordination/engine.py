@@ -1,8 +1,8 @@
 """Connecting to the coordination database and creating (or upgrading) its schema.
 
 SQLite gets ``BEGIN IMMEDIATE`` for every transaction: the write lock is taken up front, so a
-read-then-update (a claim) can never interleave with another process's. WAL mode lets readers
-run alongside. Other dialects use row locks (``FOR UPDATE SKIP LOCKED``) instead.
+read-then-update (a job transition) can never interleave with another process's. WAL mode lets
+readers run alongside. Other dialects rely on the row lock every conditional UPDATE takes.
 """
 
 from __future__ import annotations
@@ -45,9 +45,16 @@ def make_engine(url: str) -> Engine:
             f"coordination.url: unsupported store {scheme!r} in {redact_url(url)!r} "
             "(supported: sqlite, postgresql, mysql)"
         )
-    # Row locks (FOR UPDATE SKIP LOCKED) make claims atomic; the pool survives server restarts
-    # because every checkout is pinged first.
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=16, pool_recycle=1800)
+    # No pre-ping: it would add a round trip to every one-statement claim. A server restart shows
+    # as a disconnect on the first statement of a dead pooled connection; SQLAlchemy then
+    # invalidates the whole pool and store.base.rerun_on_conflict reruns the statement. The pool
+    # keeps up to 16 connections (one per claimer thread of a worker process) instead of opening
+    # and closing overflow connections under load; it grows only as far as it is used.
+    # A bounded connect: an unreachable server fails fast enough for the lock keeper to retry
+    # (and, after its TTL, to report the lock lost) instead of hanging in a TCP handshake.
+    return sa.create_engine(
+        url, pool_size=16, max_overflow=16, pool_recycle=1800, connect_args={"connect_timeout": 10}
+    )
 
 
 def _v2_partition_writer(conn: sa.Connection, tables: Tables) -> None:
@@ -64,9 +71,18 @@ def _v3_claim_order_index(conn: sa.Connection, tables: Tables) -> None:
             index.create(conn)
 
 
+def _v4_fingerprint_and_attempt_key(conn: sa.Connection, tables: Tables) -> None:
+    conn.execute(sa.text(f"ALTER TABLE {tables.job.name} ADD COLUMN fingerprint VARCHAR(128)"))
+    conn.execute(sa.text(f"ALTER TABLE {tables.dead_letter.name} ADD COLUMN attempt_key VARCHAR(512)"))
+
+
 #: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
 #: sparkindex never loses the state of unfinished jobs.
-MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {2: _v2_partition_writer, 3: _v3_claim_order_index}
+MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
+    2: _v2_partition_writer,
+    3: _v3_claim_order_index,
+    4: _v4_fingerprint_and_attempt_key,
+}
 
 
 def ensure_schema(engine: Engine, tables: Tables) -> None:

@@ -8,11 +8,7 @@ from typing import Any, TypeVar
 import orjson
 
 from sparkindex.coordination.states import JobStatus, PartitionStatus
-
-
-def _key(raw: str | None) -> tuple[Any, ...] | None:
-    return None if raw is None else tuple(orjson.loads(raw))
-
+from sparkindex.keys import load_key
 
 R = TypeVar("R")
 
@@ -40,6 +36,8 @@ class JobRecord:
     completed_at: float | None
     updated_at: float
     error_message: str | None
+    #: identifies the resolved plan and mappings the job was planned from (None: planned before v4)
+    fingerprint: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobRecord:
@@ -99,9 +97,9 @@ class PartitionRecord:
         return _build(
             cls,
             m,
-            range_start=_key(m["range_start"]),
-            range_end=_key(m["range_end"]),
-            cursor=_key(m["cursor"]),
+            range_start=load_key(m["range_start"]),
+            range_end=load_key(m["range_end"]),
+            cursor=load_key(m["cursor"]),
             status=PartitionStatus(m["status"]),
         )
 

@@ -4,8 +4,13 @@ A job is orphaned when no live process holds its lock. Then:
 
 * INITIALIZING -> FAILED: planning was cut short; its partition list cannot be trusted.
 * STOPPING -> STOPPED: the stop was asked for; honour it, the job stays resumable.
-* untouched for longer than ``recovery_max_age_s`` -> FAILED: too old to resume silently.
+* untouched for longer than ``recovery_max_age_s`` -> FAILED: too old to resume silently. This
+  holds for jobs that already are FAILED too: they stay FAILED and are not resumed.
+* planned from another plan or mapping (its fingerprint differs) -> refuse: resuming it would mix
+  two configs in one index; the driver says so and ``--new`` starts afresh.
 * READY / RUNNING -> resume: its PROCESSING partitions go back to PENDING, keeping their cursors.
+
+:attr:`Decision.resumable` tells the driver whether it may resume the job at all.
 """
 
 from __future__ import annotations
@@ -17,19 +22,22 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from sparkindex.coordination.base import Fence
 from sparkindex.coordination.records import JobRecord, LockRecord
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
 
 log = logging.getLogger(__name__)
 
-Action = Literal["none", "resume", "fail", "stop"]
+Action = Literal["none", "resume", "fail", "stop", "refuse"]
 
 
 @dataclass(frozen=True)
 class Decision:
     action: Action
     reason: str
+    #: the job holds work a rerun may finish (after this decision's effect)
+    resumable: bool = False
 
 
 def holder_name(run_id: str) -> str:
@@ -51,34 +59,54 @@ def holder_is_dead(lock: LockRecord) -> bool:
     return lock.expires_at < time.time()  # alive, but it stopped refreshing: expired means gone
 
 
-def decide(job: JobRecord, holder_alive: bool, now: float, max_age_s: float) -> Decision:
+def decide(
+    job: JobRecord, holder_alive: bool, now: float, max_age_s: float, fingerprint: str | None = None
+) -> Decision:
+    """What to do with *job* found unfinished at startup; *fingerprint* is the current run's plan
+    (None: not compared). Jobs planned before fingerprints existed carry none and are compared
+    by nothing else, as before."""
     if job.status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
         return Decision("none", "finished")
     if holder_alive:
         return Decision("none", "a live process holds its lock")
-    if job.status == JobStatus.FAILED:
-        return Decision("none", "a failed job holds no live work; a rerun resumes it")
     if job.status == JobStatus.INITIALIZING:
         return Decision("fail", "planning was interrupted before its partitions were complete")
     if job.status == JobStatus.STOPPING:
-        return Decision("stop", "a stop was requested before its driver died")
+        return Decision("stop", "a stop was requested before its driver died", resumable=True)
     if now - job.updated_at > max_age_s:
         return Decision("fail", f"orphaned and idle for {int(now - job.updated_at)} s, beyond the recovery age")
+    if fingerprint is not None and job.fingerprint is not None and job.fingerprint != fingerprint:
+        return Decision(
+            "refuse",
+            f"job {job.id} was planned from another configuration (plan or mapping changed); "
+            "rerun with --new to start afresh",
+        )
+    if job.status == JobStatus.FAILED:
+        return Decision("none", "a failed job holds no live work; a rerun resumes it", resumable=True)
     if job.status == JobStatus.STOPPED:
-        return Decision("none", "a stopped job holds no live work; a rerun resumes it")
-    return Decision("resume", "orphaned by a dead driver; its partitions are reset and resumed")
+        return Decision("none", "a stopped job holds no live work; a rerun resumes it", resumable=True)
+    return Decision("resume", "orphaned by a dead driver; its partitions are reset and resumed", resumable=True)
 
 
-def recover(store: CoordinationStore, job: JobRecord, holder_alive: bool, max_age_s: float) -> Decision:
-    decision = decide(job, holder_alive, time.time(), max_age_s)
-    if decision.action == "fail":
-        store.transition_job(job.id, JobStatus.FAILED, error=f"recovery: {decision.reason}")
+def recover(
+    store: CoordinationStore,
+    job: JobRecord,
+    holder_alive: bool,
+    max_age_s: float,
+    *,
+    fingerprint: str | None = None,
+    fence: Fence | None = None,
+) -> Decision:
+    """Decide, then act; every write fenced by the recovering driver's locks (*fence*)."""
+    decision = decide(job, holder_alive, time.time(), max_age_s, fingerprint)
+    if decision.action == "fail" and job.status != JobStatus.FAILED:
+        store.transition_job(job.id, JobStatus.FAILED, fence=fence, error=f"recovery: {decision.reason}")
     elif decision.action == "stop":
-        store.reset_orphans(job.id)
-        store.transition_job(job.id, JobStatus.STOPPED)
+        store.reset_orphans(job.id, fence=fence)
+        store.transition_job(job.id, JobStatus.STOPPED, fence=fence)
     elif decision.action == "resume":
-        reset = store.reset_orphans(job.id)
+        reset = store.reset_orphans(job.id, fence=fence)
         if job.status == JobStatus.RUNNING:
-            store.transition_job(job.id, JobStatus.READY)
+            store.transition_job(job.id, JobStatus.READY, fence=fence)
         log.info("recovered job %s: %d in-flight partitions reset to PENDING", job.id, reset)
     return decision

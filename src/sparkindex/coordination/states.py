@@ -61,6 +61,10 @@ PARTITION_TRANSITIONS: dict[PartitionStatus, frozenset[PartitionStatus]] = {
 }
 
 
+#: The states a claim may take a partition from; the claim statement guards each of them.
+CLAIM_SOURCES = frozenset(s for s, targets in PARTITION_TRANSITIONS.items() if P.PROCESSING in targets)
+
+
 def check_job(current: JobStatus | str, target: JobStatus | str) -> None:
     cur, to = JobStatus(current), JobStatus(target)
     if to not in JOB_TRANSITIONS[cur]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 Time = sa.Float(precision=53)
 
@@ -55,6 +55,7 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("completed_at", Time),
         sa.Column("updated_at", Time, nullable=False),
         sa.Column("error_message", sa.Text),
+        sa.Column("fingerprint", sa.String(128)),  # v4: the plan a rerun may resume only unchanged
     )
     partition = sa.Table(
         f"{p}partition",
@@ -119,6 +120,7 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("error_class", sa.String(255), nullable=False),
         sa.Column("error_message", sa.Text, nullable=False),
         sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("attempt_key", sa.String(512)),  # v4: the write attempt that last counted
         sa.Column("first_seen", Time, nullable=False),
         sa.Column("last_seen", Time, nullable=False),
     )

@@ -1,0 +1,101 @@
+"""What every part of the SQL coordination store shares: the engine, the tables, reruns and fences.
+
+A *fence* is the set of alias locks a driver holds, ``{alias: token}``. Every driver-side write
+carries it as ``AND EXISTS (SELECT 1 FROM lock WHERE lock_key = :alias AND token = :token)`` per
+alias, so a driver whose lock was taken over (its token grew) writes nothing: the check and the
+write are one statement, not check-then-act.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+
+from sparkindex.coordination.tables import Tables
+from sparkindex.errors import LockLost
+from sparkindex.retry import Backoff
+
+T = TypeVar("T")
+
+#: alias -> fencing token of the lock its driver holds
+Fence = Mapping[str, int]
+
+#: MySQL/MariaDB: deadlock, lock wait timeout, server gone away, lost connection, cannot connect.
+_MYSQL_RERUN = (1213, 1205, 2006, 2013, 2003)
+#: PostgreSQL: deadlock, serialization failure, admin/crash shutdown, server starting up.
+_PG_RERUN = ("40P01", "40001", "57P01", "57P02", "57P03")
+
+
+def retryable(exc: DBAPIError) -> bool:
+    """Deadlocks, serialization failures and dropped connections: the transaction may simply rerun.
+
+    A dropped pooled connection is how a server restart shows now that checkouts are not pinged
+    (a ping per checkout would be one more round trip per statement): SQLAlchemy flags it as
+    ``connection_invalidated`` and discards the whole pool, so the rerun gets a fresh connection.
+    """
+    code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
+    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+    return (
+        bool(exc.connection_invalidated)
+        or code in _MYSQL_RERUN
+        or sqlstate in _PG_RERUN
+        or sqlstate.startswith("08")  # connection exceptions
+    )
+
+
+def rerun_on_conflict(fn: Callable[..., T]) -> Callable[..., T]:
+    """Rerun a whole store transaction that the database aborted as a deadlock victim or lost to a
+    restart; capped backoff with jitter. Every write it wraps must be safe to run again: fenced
+    writes are (a rerun after a lost reply finds its own result or is refused)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        backoff = Backoff(initial_s=0.005, max_s=1.0, deadline_s=120.0)
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except DBAPIError as exc:
+                if not retryable(exc) or backoff.expired():
+                    raise
+                time.sleep(backoff.next_delay())
+
+    return wrapper
+
+
+def alias_key(aliases: Sequence[str]) -> str:
+    return ",".join(sorted(aliases))
+
+
+class StoreBase:
+    """One concept of the store over a shared engine and table set (usable on its own)."""
+
+    def __init__(self, engine: Engine, tables: Tables) -> None:
+        self.engine = engine
+        self.t = tables
+
+    def fence_conditions(self, fence: Fence | None) -> list[sa.ColumnElement[bool]]:
+        """One EXISTS per fenced alias, to AND into a driver's UPDATE."""
+        if not fence:
+            return []
+        lt = self.t.lock
+        return [
+            sa.exists().where(lt.c.lock_key == alias, lt.c.token == token) for alias, token in sorted(fence.items())
+        ]
+
+    def check_fence(self, conn: sa.Connection, fence: Fence | None, what: str) -> None:
+        """Raise :class:`LockLost` naming *what* and the first alias whose lock the fence no longer holds."""
+        if not fence:
+            return
+        lt = self.t.lock
+        rows = {r.lock_key: r for r in conn.execute(sa.select(lt).where(lt.c.lock_key.in_(list(fence))))}
+        for alias, token in sorted(fence.items()):
+            row = rows.get(alias)
+            if row is None or row.token != token:
+                now = "no lock" if row is None else f"token {row.token}, held by {row.holder}"
+                raise LockLost(f"{what}: the lock on alias {alias!r} is no longer held by token {token} ({now})")

@@ -1,0 +1,327 @@
+"""Partition rows: planning, the claim, progress, outcome and reclaim (the seeds' lease table).
+
+The worker's path is one statement per step: :meth:`claim` (one ``UPDATE ... RETURNING``; on
+MySQL/MariaDB, which cannot return from an UPDATE, the UPDATE then one SELECT), then
+:meth:`save_progress` per acknowledged batch and :meth:`complete` with the last batch folded in,
+each one fenced ``UPDATE`` on the claim token that also renews the lease. A writer that lost its
+claim finds that its update matched no row, and is told so with :class:`LockLost`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from sparkindex.coordination.base import Fence, StoreBase, rerun_on_conflict
+from sparkindex.coordination.records import PartitionRecord, PartitionSpec
+from sparkindex.coordination.states import CLAIM_SOURCES, PartitionStatus, check_partition
+from sparkindex.coordination.tables import Tables, Time
+from sparkindex.errors import LockLost, PermanentError
+from sparkindex.keys import dump_key
+
+P = PartitionStatus
+
+
+def claim_order(pt: sa.Table) -> tuple[sa.ColumnElement[Any], ...]:
+    """The one claim order (Data Prepper's acquisition order, OpenMetadata's LPT): re-opened
+    CLOSED partitions first, then by priority, then the largest work first."""
+    return (
+        sa.case((pt.c.status == P.CLOSED, 0), else_=1),
+        pt.c.priority.desc(),
+        pt.c.work_units.desc(),
+        pt.c.entity,
+        pt.c.partition_index,
+    )
+
+
+class PartitionRows(StoreBase):
+    def __init__(self, engine: Engine, tables: Tables) -> None:
+        super().__init__(engine, tables)
+        self._returning = engine.dialect.update_returning
+        self._claim_stmt = self._build_claim()
+
+    # -- planning and reading ----------------------------------------------------------------------
+    def add_partitions(self, job_id: str, specs: Sequence[PartitionSpec]) -> None:
+        rows = [
+            {
+                "id": str(uuid.uuid4()),
+                "job_id": job_id,
+                "entity": s.entity,
+                "partition_index": s.partition_index,
+                "range_start": dump_key(s.range_start),
+                "range_end": dump_key(s.range_end),
+                "estimated_count": s.estimated_count,
+                "work_units": s.work_units,
+                "priority": s.priority,
+                "status": P.PENDING,
+            }
+            for s in specs
+        ]
+        with self.engine.begin() as conn:
+            for i in range(0, len(rows), 500):
+                conn.execute(self.t.partition.insert(), rows[i : i + 500])
+
+    def partition(self, partition_id: str) -> PartitionRecord:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(self.t.partition).where(self.t.partition.c.id == partition_id)).first()
+        if row is None:
+            raise PermanentError(f"partition {partition_id!r} not found")
+        return PartitionRecord.from_row(row)
+
+    def partitions(self, job_id: str, statuses: Sequence[PartitionStatus] | None = None) -> list[PartitionRecord]:
+        """The job's partitions in claim order."""
+        pt = self.t.partition
+        stmt = sa.select(pt).where(pt.c.job_id == job_id)
+        if statuses is not None:
+            stmt = stmt.where(pt.c.status.in_([str(s) for s in statuses]))
+        with self.engine.connect() as conn:
+            return [PartitionRecord.from_row(r) for r in conn.execute(stmt.order_by(*claim_order(pt)))]
+
+    def claimable(self, job_id: str, now: float | None = None) -> list[PartitionRecord]:
+        """What a pass hands to its workers, in claim order: PENDING ones and CLOSED ones whose
+        ``reopen_at`` has come. (PROCESSING ones come back through :meth:`reclaim_stale`.)"""
+        pt = self.t.partition
+        now = time.time() if now is None else now
+        due = sa.or_(pt.c.status == P.PENDING, sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now))
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(pt).where(pt.c.job_id == job_id, due).order_by(*claim_order(pt)))
+            return [PartitionRecord.from_row(r) for r in rows]
+
+    # -- the claim ---------------------------------------------------------------------------------
+    def _build_claim(self) -> sa.Update:
+        """Built once. Which states a claim may start from is :data:`states.CLAIM_SOURCES` (the
+        transition table); each needs its guard here, so a new source state cannot slip in unguarded."""
+        pt = self.t.partition
+        now = sa.bindparam("b_now", type_=Time)
+        guards: dict[PartitionStatus, sa.ColumnElement[bool]] = {
+            P.PENDING: pt.c.status == P.PENDING,
+            # parked by close_partition until reopen_at
+            P.CLOSED: sa.and_(pt.c.status == P.CLOSED, sa.func.coalesce(pt.c.reopen_at, 0.0) <= now),
+            # a retry of the same Spark task (same run), or a holder whose lease ran out
+            P.PROCESSING: sa.and_(
+                pt.c.status == P.PROCESSING,
+                sa.or_(
+                    pt.c.run_id == sa.bindparam("b_run_id"),
+                    sa.func.coalesce(pt.c.last_heartbeat, 0.0) < sa.bindparam("b_cutoff", type_=Time),
+                ),
+            ),
+        }
+        if set(guards) != CLAIM_SOURCES:
+            raise AssertionError(f"claim guards {sorted(guards)} do not match the transitions {sorted(CLAIM_SOURCES)}")
+        for source in guards:
+            check_partition(source, P.PROCESSING)
+        stmt = (
+            pt.update()
+            .where(pt.c.id == sa.bindparam("b_id"), sa.or_(*guards.values()))
+            .values(
+                status=P.PROCESSING,
+                owner=sa.bindparam("b_owner"),
+                run_id=sa.bindparam("b_run_id"),
+                claim_token=pt.c.claim_token + 1,
+                claims=pt.c.claims + 1,
+                claimed_at=now,
+                started_at=sa.func.coalesce(pt.c.started_at, now),
+                last_heartbeat=now,
+            )
+        )
+        return stmt.returning(*pt.c) if self._returning else stmt
+
+    @rerun_on_conflict
+    def claim(self, partition_id: str, owner: str, run_id: str, stale_after_s: float) -> PartitionRecord | None:
+        """Claim one specific partition for a worker; one statement.
+
+        Allowed when it is PENDING, CLOSED and re-opened, held by an earlier attempt of this same
+        run (Spark retried or speculated the task), or held by anyone whose lease (heartbeat) is
+        older than *stale_after_s*. Returns None when it is finished, parked, or a live process
+        elsewhere holds it; the returned record carries the new claim token.
+        """
+        now = time.time()
+        params = {
+            "b_id": partition_id,
+            "b_owner": owner,
+            "b_run_id": run_id,
+            "b_now": now,
+            "b_cutoff": now - stale_after_s,
+        }
+        pt = self.t.partition
+        with self.engine.begin() as conn:
+            if self._returning:
+                row = conn.execute(self._claim_stmt, params).first()
+            elif conn.execute(self._claim_stmt, params).rowcount == 1:
+                row = conn.execute(sa.select(pt).where(pt.c.id == partition_id)).first()
+            else:
+                row = None
+            if row is not None:
+                return PartitionRecord.from_row(row)
+            # not claimable: the rare path may afford a second look, to tell "unknown" apart
+            if conn.execute(sa.select(pt.c.id).where(pt.c.id == partition_id)).first() is None:
+                raise PermanentError(f"partition {partition_id!r} not found")
+        return None
+
+    # -- progress and outcome (all fenced by the claim token) --------------------------------------
+    @rerun_on_conflict
+    def _fenced(self, partition_id: str, token: int, to: PartitionStatus | None, **values: Any) -> None:
+        pt = self.t.partition
+        if to is not None:
+            check_partition(P.PROCESSING, to)
+            values["status"] = to
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                pt.update()
+                .where(pt.c.id == partition_id, pt.c.claim_token == token, pt.c.status == P.PROCESSING)
+                .values(**values)
+            )
+            if res.rowcount == 1:
+                return
+            if to == P.COMPLETED:  # a rerun whose first run committed but lost its reply: done already
+                done = conn.execute(
+                    sa.select(pt.c.id).where(pt.c.id == partition_id, pt.c.claim_token == token, pt.c.status == to)
+                ).first()
+                if done is not None:
+                    return
+        raise LockLost(f"partition {partition_id}: claim {token} is no longer the owner")
+
+    def _progress(
+        self, cursor: Sequence[Any] | None, success: int, failed: int, writer: str | None, now: float
+    ) -> dict[str, Any]:
+        pt = self.t.partition
+        values: dict[str, Any] = {"last_heartbeat": now}
+        if success or failed:
+            values["processed_count"] = pt.c.processed_count + (success + failed)
+            values["success_count"] = pt.c.success_count + success
+            values["failed_count"] = pt.c.failed_count + failed
+        if cursor is not None:
+            values["cursor"] = dump_key(cursor)
+        if writer is not None:
+            values["writer"] = writer
+        return values
+
+    def save_progress(
+        self,
+        partition_id: str,
+        token: int,
+        cursor: Sequence[Any] | None,
+        success: int,
+        failed: int,
+        writer: str | None = None,
+    ) -> None:
+        """Record an acknowledged batch: move the cursor, add the counts, renew the lease."""
+        self._fenced(partition_id, token, None, **self._progress(cursor, success, failed, writer, time.time()))
+
+    def heartbeat(self, partition_id: str, token: int) -> None:
+        """Renew the lease while a long page is being read (no batch acknowledged yet)."""
+        self._fenced(partition_id, token, None, last_heartbeat=time.time())
+
+    def complete(
+        self,
+        partition_id: str,
+        token: int,
+        cursor: Sequence[Any] | None = None,
+        success: int = 0,
+        failed: int = 0,
+        writer: str | None = None,
+    ) -> None:
+        """Finish the partition, its last acknowledged batch folded in: one statement, not two."""
+        now = time.time()
+        values = self._progress(cursor, success, failed, writer, now)
+        self._fenced(partition_id, token, P.COMPLETED, completed_at=now, **values)
+
+    def release(self, partition_id: str, token: int) -> None:
+        """Give a partition back untouched by failure (graceful stop); its cursor is kept."""
+        self._fenced(partition_id, token, P.PENDING, owner=None)
+
+    def close_partition(self, partition_id: str, token: int, reopen_at: float, error: str | None = None) -> None:
+        """Park a partition until *reopen_at* (Data Prepper's CLOSED / reOpenAt): the worker does
+        this when the target is down, instead of burning a retry; :meth:`claim` and
+        :meth:`claimable` pick it up again once *reopen_at* has come. Its cursor is kept."""
+        pt = self.t.partition
+        values: dict[str, Any] = {"owner": None, "reopen_at": reopen_at, "closed_count": pt.c.closed_count + 1}
+        if error is not None:
+            values["last_error"] = error[:4000]
+        self._fenced(partition_id, token, P.CLOSED, **values)
+
+    def fail(self, partition_id: str, token: int, error: str, max_retries: int) -> PartitionStatus:
+        """A failed attempt: back to PENDING while under *max_retries*, FAILED beyond it."""
+        current = self.partition(partition_id)
+        to = P.PENDING if current.retry_count < max_retries else P.FAILED
+        pt = self.t.partition
+        self._fenced(partition_id, token, to, owner=None, last_error=error[:4000], retry_count=pt.c.retry_count + 1)
+        return to
+
+    # -- driver-side resets ------------------------------------------------------------------------
+    @rerun_on_conflict
+    def reclaim_stale(self, job_id: str, stale_after_s: float, max_retries: int) -> tuple[int, int]:
+        """Stale PROCESSING partitions go back to PENDING under the retry limit, else FAILED."""
+        pt = self.t.partition
+        check_partition(P.PROCESSING, P.PENDING)
+        check_partition(P.PROCESSING, P.FAILED)
+        cutoff = time.time() - stale_after_s
+        stale = sa.and_(pt.c.job_id == job_id, pt.c.status == P.PROCESSING, pt.c.last_heartbeat < cutoff)
+        with self.engine.begin() as conn:
+            failed = conn.execute(
+                pt.update()
+                .where(stale, pt.c.retry_count >= max_retries)
+                .values(status=P.FAILED, owner=None, last_error="heartbeat timed out; retries exhausted")
+            ).rowcount
+            reset = conn.execute(
+                pt.update()
+                .where(stale, pt.c.retry_count < max_retries)
+                .values(
+                    status=P.PENDING,
+                    owner=None,
+                    retry_count=pt.c.retry_count + 1,
+                    last_error="heartbeat timed out; reclaimed",
+                )
+            ).rowcount
+        return reset, failed
+
+    @rerun_on_conflict
+    def reset_run(self, job_id: str, run_id: str, fence: Fence | None) -> int:
+        """A driver giving up: its own run's PROCESSING partitions go back to PENDING, and only
+        while it still holds the alias locks (*fence*). Partitions another driver's run has taken
+        over carry that run's id and are never touched. Not counted as a retry."""
+        pt = self.t.partition
+        check_partition(P.PROCESSING, P.PENDING)
+        with self.engine.begin() as conn:
+            self.check_fence(conn, fence, f"job {job_id}: reset of run {run_id}")
+            mine = sa.and_(pt.c.job_id == job_id, pt.c.status == P.PROCESSING, pt.c.run_id == run_id)
+            res = conn.execute(
+                pt.update().where(mine, *self.fence_conditions(fence)).values(status=P.PENDING, owner=None)
+            )
+            return int(res.rowcount)
+
+    @rerun_on_conflict
+    def reset_orphans(self, job_id: str, live_run: str | None = None, *, fence: Fence | None = None) -> int:
+        """Recovery after a driver died (its holder is gone): PROCESSING partitions of every run
+        but *live_run* go back to PENDING, fenced by the recovering driver's locks. A driver
+        cleaning up after itself uses :meth:`reset_run` instead. Not counted as a retry."""
+        pt = self.t.partition
+        check_partition(P.PROCESSING, P.PENDING)
+        cond = sa.and_(pt.c.job_id == job_id, pt.c.status == P.PROCESSING)
+        if live_run is not None:
+            cond = sa.and_(cond, sa.or_(pt.c.run_id.is_(None), pt.c.run_id != live_run))
+        with self.engine.begin() as conn:
+            self.check_fence(conn, fence, f"job {job_id}: orphan reset")
+            res = conn.execute(
+                pt.update().where(cond, *self.fence_conditions(fence)).values(status=P.PENDING, owner=None)
+            )
+            return int(res.rowcount)
+
+    @rerun_on_conflict
+    def retry_failed(self, job_id: str) -> int:
+        """A rerun of a failed job: failed partitions get a fresh set of retries."""
+        pt = self.t.partition
+        check_partition(P.FAILED, P.PENDING)
+        with self.engine.begin() as conn:
+            return int(
+                conn.execute(
+                    pt.update()
+                    .where(pt.c.job_id == job_id, pt.c.status == P.FAILED)
+                    .values(status=P.PENDING, retry_count=0)
+                ).rowcount
+            )

@@ -1,115 +1,137 @@
 """Benchmarks: one JSON line each. Figures are ratios against a baseline measured in the same run.
 
-reindex_tantivy: the full pipeline (Spark local mode, all cores) against a naive single-process
-loop over the same data: keyset pages, the same document builder, one Tantivy writer.
+Lines, selected with ``BENCH`` (comma-separated; default ``all``):
 
-    BENCH_ROWS=1000000 make bench
+- ``pg``: claims per store and document building/reindex from PostgreSQL (bench/pg.py);
+- ``claims``: the claims benchmark of the product's real claim path (bench/claims.py);
+- ``tantivy``: ``reindex_tantivy``, the shop's small documents, end to end (bench/large.py);
+- ``large``: ``reindex_tantivy_large``, ~2 KB nested documents from SQLite and PostgreSQL;
+- ``resume``: a full run, a SIGKILL at half way, the rerun, verify (bench/resume.py);
+- ``memory``: peak RSS per Spark Python worker at a small and a large row count (bench/memory.py).
+
+Every reindex figure is end to end (``sparkindex reindex`` as a subprocess, Spark start-up
+included) against the naive single-process loop (bench/naive.py) on the same data in the same run.
+
+Sizes: ``BENCH_ROWS`` (shop and pg, default 1,000,000), ``BENCH_LARGE_ROWS`` (default 500,000),
+``BENCH_RESUME_ROWS`` (default: the large rows), ``BENCH_MEMORY_SMALL``/``BENCH_MEMORY_LARGE``
+(100,000 / 1,000,000). ``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
+
+    make bench
+    BENCH=large,resume BENCH_LARGE_ROWS=500000 .venv/bin/python -m bench.run
+    BENCH_QUICK=1 BENCH=tantivy,large,resume,memory .venv/bin/python -m bench.run
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
-import time
+import traceback
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import orjson
-import sqlalchemy as sa
-import tantivy
 
-from sparkindex.config import load_pipeline
-from sparkindex.coordination.store import CoordinationStore
-from sparkindex.demo.shop import generate_shop, write_demo_pipeline
-from sparkindex.documents import DocumentBuilder, infer_mapping, resolve_index
-from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
-from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
-
-
-def naive_loop(pipeline_path: Path, out_dir: Path) -> tuple[float, float]:
-    """keyset read -> build -> one Tantivy writer, in one process; returns (docs/s, cores used).
-
-    Tantivy's writer indexes on its own threads, so this "single process" already keeps about
-    1.5 of our 2 cores busy: that, not the pipeline, is what bounds the achievable ratio here.
-    """
-    pipeline = load_pipeline(pipeline_path)
-    source = open_source(pipeline.source_url())
-    plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
-    builder = DocumentBuilder(source, plan)
-    schema, sp = build_schema(infer_mapping(plan, "indexes[0]"))
-    out_dir.mkdir(parents=True)
-    index = tantivy.Index(schema, path=str(out_dir))
-    writer = index.writer(256 * 1024 * 1024, 2)
-    key_pos = [builder.read_columns.index(c) for c in plan.id_columns]
-    started, cpu0 = time.perf_counter(), time.process_time()
-    after, n = None, 0
-    while True:
-        rows = source.read_page(plan.table, plan.id_columns, builder.read_columns, KeyRange(None, None), after, 1000)
-        docs, _ = builder.build(rows)
-        for d in docs:
-            writer.add_json(to_tantivy_json(d.id, d.source, d.hash, sp))
-        n += len(docs)
-        if len(rows) < 1000:
-            break
-        after = tuple(rows[-1][i] for i in key_pos)
-    writer.commit()
-    writer.wait_merging_threads()
-    wall = time.perf_counter() - started
-    return n / wall, (time.process_time() - cpu0) / wall
+ROOT = Path(__file__).resolve().parents[1]
+ALL = ("pg", "claims", "tantivy", "large", "resume", "memory")
+QUICK = {
+    "BENCH_ROWS": "20000",
+    "BENCH_LARGE_ROWS": "20000",
+    "BENCH_RESUME_ROWS": "20000",
+    "BENCH_MEMORY_SMALL": "10000",
+    "BENCH_MEMORY_LARGE": "50000",
+}
 
 
-def bench_reindex_tantivy(rows: int) -> dict[str, object]:
-    work = Path(tempfile.mkdtemp(prefix="sparkindex-bench-"))
+def selected() -> list[str]:
+    raw = os.environ.get("BENCH", "all").strip() or "all"
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    if "all" in names:
+        return list(ALL)
+    unknown = [n for n in names if n not in ALL]
+    if unknown:
+        sys.exit(f"BENCH: unknown {', '.join(unknown)} (known: all, {', '.join(ALL)})")
+    return names
+
+
+def services() -> None:
+    """The PostgreSQL (and MariaDB) test servers; idempotent, reuses running ones."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "test-services.sh")], check=True, capture_output=True)
+
+
+def emit(lines: Iterable[str | dict[str, object]]) -> bool:
+    """Print each line; False if any of them reports an error."""
+    ok = True
+    for line in lines:
+        text = line if isinstance(line, str) else orjson.dumps(line).decode()
+        ok = ok and '"error"' not in text
+        print(text, flush=True)
+    return ok
+
+
+def pg_lines(rows: int) -> list[str]:
+    from bench.pg import main_lines
+
+    work = Path(tempfile.mkdtemp(prefix="sparkindex-bench-pg-"))
     try:
-        generate_shop(work / "shop.db", rows)
-        path = write_demo_pipeline(work, partition_size=max(5000, rows // 32))
-        naive, naive_cores = naive_loop(path, work / "naive-index")
-        pipeline = load_pipeline(path)
-        summary = ReindexJob(pipeline, new=True).run()
-        assert summary.indexed == rows, summary
-        store = CoordinationStore(pipeline.coordination_url())
-        parts = store.partitions(summary.job_id)
-        with store.engine.connect() as conn:
-            t = store.t.partition
-            lo, hi = conn.execute(
-                sa.select(sa.func.min(t.c.claimed_at), sa.func.max(t.c.completed_at)).where(
-                    t.c.job_id == summary.job_id
-                )
-            ).one()
-        steady = rows / (hi - lo)  # first claim to last completion: without Spark's start-up
-        e2e = rows / summary.seconds
-        return {
-            "bench": "reindex_tantivy",
-            "rows": rows,
-            "docs_per_s": round(e2e),
-            "steady_docs_per_s": round(steady),
-            "naive_docs_per_s": round(naive),
-            "ratio": round(e2e / naive, 3),
-            "steady_ratio": round(steady / naive, 3),
-            "naive_cpu_cores": round(naive_cores, 2),
-            "partitions": len(parts),
-            "cores": os.cpu_count(),
-        }
+        return main_lines(rows, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def main() -> None:
-    rows = int(os.environ.get("BENCH_ROWS", "1000000"))
-    only = os.environ.get("BENCH", "all")
-    if only in ("all", "pg"):
-        from bench.pg import main_lines
+def claims_lines() -> list[str]:
+    try:
+        claims = importlib.import_module("bench.claims")  # written separately; may not exist yet
+    except ModuleNotFoundError as exc:
+        if exc.name != "bench.claims":
+            raise
+        print("note: bench/claims.py does not exist yet; skipping the claims line", file=sys.stderr)
+        return []
+    return list(claims.main_lines())
 
-        work = Path(tempfile.mkdtemp(prefix="sparkindex-bench-pg-"))
-        try:
-            for line in main_lines(rows, work):
-                print(line, flush=True)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    if only in ("all", "tantivy"):
-        print(orjson.dumps(bench_reindex_tantivy(rows)).decode(), flush=True)
+
+def large_lines(rows: int) -> Iterable[str]:
+    from bench.large import main_lines  # one line per source; a failing source yields an error line
+
+    sources = os.environ.get("BENCH_LARGE_SOURCES", "sqlite,postgres").split(",")
+    return main_lines(tuple(s.strip() for s in sources if s.strip()), rows)
+
+
+def main() -> None:
+    if os.environ.get("BENCH_QUICK"):
+        for key, value in QUICK.items():
+            os.environ.setdefault(key, value)
+    rows = int(os.environ.get("BENCH_ROWS", "1000000"))
+    large_rows = int(os.environ.get("BENCH_LARGE_ROWS", "500000"))
+    names = selected()
+    if {"pg", "claims", "large", "resume"} & set(names):
+        services()
+    from bench.large import bench_shop
+    from bench.memory import bench_memory
+    from bench.resume import bench_resume
+
+    runs: dict[str, Callable[[], Iterable[str | dict[str, object]]]] = {
+        "pg": lambda: pg_lines(rows),
+        "claims": claims_lines,
+        "tantivy": lambda: [bench_shop(rows)],
+        "large": lambda: large_lines(large_rows),
+        "resume": lambda: [bench_resume()],
+        "memory": lambda: [bench_memory()],
+    }
+    failed = []
+    for name in names:
+        try:  # one failing benchmark must not hide the others' lines
+            if not emit(runs[name]()):
+                failed.append(name)
+        except Exception as exc:  # noqa: BLE001
+            traceback.print_exc()
+            failed.append(name)
+            emit([{"bench": name, "error": f"{type(exc).__name__}: {exc}"[-800:]}])
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,173 @@
+"""Peak memory per Python worker, at a small and at a large row count (issue 6: flat, <= 1.3x).
+
+Why: a worker that accumulates per-partition state (ids, hashes, a whole partition's documents)
+grows with the data and dies on the first real table; one that streams pages stays flat. So the
+pipeline runs twice end to end (100k and 1M rows by default) while a sampler watches every
+process in the reindex's process group: the Spark Python workers (``pyspark.daemon`` /
+``pyspark.worker`` in their command line) and the driver. ``VmHWM`` in ``/proc/PID/status`` is the
+kernel's own high-water mark of a process's resident set, so sampling every 0.2 s only has to see
+each process once before it exits, not at its peak.
+
+    BENCH=memory BENCH_MEMORY_SMALL=100000 BENCH_MEMORY_LARGE=1000000 .venv/bin/python -m bench.run
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.large import large_dataset, last_json, spawn_reindex
+
+WORKER_MARKS = ("pyspark.daemon", "pyspark.worker", "pyspark/daemon.py", "pyspark/worker.py")
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Every live process in process group *pgid* (the reindex, its JVM and the Python workers)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry)) == pgid:
+                out.append(int(entry))
+        except (ProcessLookupError, PermissionError):
+            continue
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def vm_hwm_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL the whole group, then anything of it that survived the first signal."""
+    for _ in range(5):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+        if not [p for p in group_pids(pgid) if not _zombie(p)]:
+            return
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+
+
+@dataclass
+class PeakSampler:
+    """Samples VmHWM of a process group's members until stopped; keeps each process's maximum."""
+
+    pgid: int
+    driver_pid: int
+    every_s: float = 0.2
+    workers: dict[int, int] = field(default_factory=dict)  # pid -> peak kB
+    driver_kb: int = 0
+    jvm_kb: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> PeakSampler:
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def sample(self) -> None:
+        for pid in group_pids(self.pgid):
+            kb = vm_hwm_kb(pid)
+            if pid == self.driver_pid:
+                self.driver_kb = max(self.driver_kb, kb)
+                continue
+            line = cmdline(pid)
+            if any(mark in line for mark in WORKER_MARKS):
+                self.workers[pid] = max(self.workers.get(pid, 0), kb)
+            elif "java" in line.split(" ", 1)[0]:
+                self.jvm_kb = max(self.jvm_kb, kb)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> None:
+        self.sample()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def measure(pipeline: Path, rows: int, timeout: float = 7200) -> dict[str, Any]:
+    """Run ``reindex --new`` under the sampler; the peaks in MB and the run's summary."""
+    proc = spawn_reindex(pipeline, capture=True)
+    pgid = proc.pid
+    sampler = PeakSampler(pgid, proc.pid).start()
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    finally:
+        sampler.stop()
+        kill_group(pgid)  # a leftover daemon must not outlive the measurement
+    summary = last_json(stdout)
+    if summary.get("indexed") != rows:
+        raise RuntimeError(f"reindex did not index {rows} documents: {summary}")
+    peak = max(sampler.workers.values(), default=0)
+    return {
+        "worker_peak_rss_mb": round(peak / 1024, 1),
+        "workers_seen": len(sampler.workers),
+        "driver_peak_rss_mb": round(sampler.driver_kb / 1024, 1),
+        "jvm_peak_rss_mb": round(sampler.jvm_kb / 1024, 1),
+    }
+
+
+def bench_memory(small: int | None = None, large: int | None = None, source: str = "sqlite") -> dict[str, Any]:
+    small = small or int(os.environ.get("BENCH_MEMORY_SMALL", "100000"))
+    large = large or int(os.environ.get("BENCH_MEMORY_LARGE", "1000000"))
+    result: dict[str, Any] = {"bench": "memory", "source": source, "rows_small": small, "rows_large": large}
+    for label, rows in (("small", small), ("large", large)):
+        work = Path(tempfile.mkdtemp(prefix=f"sparkindex-bench-mem-{label}-"))
+        try:
+            with large_dataset(source, rows, work) as pipeline:
+                m = measure(pipeline, rows)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        result[f"worker_peak_rss_mb_{label}"] = m["worker_peak_rss_mb"]
+        result[f"driver_peak_rss_mb_{label}"] = m["driver_peak_rss_mb"]
+        result[f"jvm_peak_rss_mb_{label}"] = m["jvm_peak_rss_mb"]
+        result[f"workers_seen_{label}"] = m["workers_seen"]
+    s, big = result["worker_peak_rss_mb_small"], result["worker_peak_rss_mb_large"]
+    result["ratio"] = round(big / s, 3) if s else None
+    result["driver_ratio"] = (
+        round(result["driver_peak_rss_mb_large"] / result["driver_peak_rss_mb_small"], 3)
+        if result["driver_peak_rss_mb_small"]
+        else None
+    )
+    return result
+
+
+if __name__ == "__main__":
+    import orjson
+
+    print(orjson.dumps(bench_memory()).decode(), flush=True)

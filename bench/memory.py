@@ -88,6 +88,7 @@ class PeakSampler:
     workers: dict[int, int] = field(default_factory=dict)  # pid -> peak kB
     driver_kb: int = 0
     jvm_kb: int = 0
+    others_kb: int = 0  # other Python processes of the group (e.g. a Tantivy writer service)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -107,6 +108,8 @@ class PeakSampler:
                 self.workers[pid] = max(self.workers.get(pid, 0), kb)
             elif "java" in line.split(" ", 1)[0]:
                 self.jvm_kb = max(self.jvm_kb, kb)
+            elif "python" in line.split(" ", 1)[0]:
+                self.others_kb = max(self.others_kb, kb)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -139,6 +142,7 @@ def measure(pipeline: Path, rows: int, timeout: float = 7200) -> dict[str, Any]:
         "workers_seen": len(sampler.workers),
         "driver_peak_rss_mb": round(sampler.driver_kb / 1024, 1),
         "jvm_peak_rss_mb": round(sampler.jvm_kb / 1024, 1),
+        "other_python_peak_rss_mb": round(sampler.others_kb / 1024, 1),
     }
 
 
@@ -156,6 +160,7 @@ def bench_memory(small: int | None = None, large: int | None = None, source: str
         result[f"worker_peak_rss_mb_{label}"] = m["worker_peak_rss_mb"]
         result[f"driver_peak_rss_mb_{label}"] = m["driver_peak_rss_mb"]
         result[f"jvm_peak_rss_mb_{label}"] = m["jvm_peak_rss_mb"]
+        result[f"other_python_peak_rss_mb_{label}"] = m["other_python_peak_rss_mb"]
         result[f"workers_seen_{label}"] = m["workers_seen"]
     s, big = result["worker_peak_rss_mb_small"], result["worker_peak_rss_mb_large"]
     result["ratio"] = round(big / s, 3) if s else None

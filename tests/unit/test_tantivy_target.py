@@ -9,14 +9,14 @@ import orjson
 import pytest
 
 from sparkindex.errors import LockLost, PermanentError
-from sparkindex.targets.base import BulkDocument
+from sparkindex.targets.base import BulkItem
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
 
 MAPPING = {"properties": {"name": {"type": "text"}, "stock": {"type": "long"}}}
 
 
-def doc(doc_id: str, name: str, stock: int = 1) -> BulkDocument:
-    return BulkDocument(doc_id, orjson.dumps({"name": name, "stock": stock}), f"h-{doc_id}-{name}")
+def doc(doc_id: str, name: str, stock: int = 1) -> BulkItem:
+    return BulkItem(doc_id, orjson.dumps({"name": name, "stock": stock}), f"h-{doc_id}-{name}")
 
 
 @pytest.fixture
@@ -54,10 +54,10 @@ def test_swap_alias_and_alias_target(target: TantivyTarget) -> None:
     target.bulk(v1, [doc("1", "old")])
     target.bulk(v2, [doc("1", "new"), doc("2", "new")])
     assert target.alias_target("t") is None
-    assert target.swap_alias("t", v1, fence=1) is None
+    target.swap("t", v1, None, fence=1)
     assert target.alias_target("t") == v1
     assert target.count("t") == 1  # reads through the alias
-    assert target.swap_alias("t", v2, fence=2) == v1
+    target.swap("t", v2, v1, fence=2)
     assert target.alias_target("t") == v2
     assert target.count("t") == 2
     # a fresh instance (another process) sees the same alias
@@ -68,17 +68,40 @@ def test_swap_alias_refuses_missing_index_and_old_fence(target: TantivyTarget) -
     v1 = target.create_version("t", MAPPING)
     v2 = target.create_version("t", MAPPING)
     with pytest.raises(PermanentError):
-        target.swap_alias("t", "t_v9", fence=1)
+        target.swap("t", "t_v9", None, fence=1)
     assert target.alias_target("t") is None
-    target.swap_alias("t", v1, fence=3)
+    target.swap("t", v1, None, fence=3)
     with pytest.raises(LockLost):
-        target.swap_alias("t", v2, fence=2)
+        target.swap("t", v2, v1, fence=2)
+    assert target.alias_target("t") == v1
+
+
+def test_swap_is_a_compare_and_swap_on_the_previous_index(target: TantivyTarget) -> None:
+    """Two jobs read the alias at v1; the second to swap finds it moved and is refused."""
+    v1, v2, v3 = (target.create_version("t", MAPPING) for _ in range(3))
+    target.swap("t", v1, None, fence=1)
+    target.swap("t", v2, v1, fence=2)
+    with pytest.raises(LockLost, match="not 't_v1'"):
+        target.swap("t", v3, v1, fence=2)
+    assert target.alias_target("t") == v2
+
+
+def test_a_fence_recorded_at_lock_time_refuses_the_earlier_holder(target: TantivyTarget) -> None:
+    """Driver A checked its lock (token 1); then its lock expired and B acquired it (token 2) and
+    recorded the token, but has not swapped yet. A's swap must be refused although no swap ran."""
+    v1 = target.create_version("t", MAPPING)
+    target.observe_fence("t", 1)  # A acquires
+    target.observe_fence("t", 2)  # A's lock expires, B acquires: nothing swapped in between
+    with pytest.raises(LockLost, match="older than 2"):
+        target.swap("t", v1, None, fence=1)
+    assert target.alias_target("t") is None
+    target.swap("t", v1, None, fence=2)
     assert target.alias_target("t") == v1
 
 
 def test_prune_keeps_newest_and_never_the_alias_target(target: TantivyTarget) -> None:
     versions = [target.create_version("t", MAPPING) for _ in range(5)]
-    target.swap_alias("t", versions[0], fence=1)  # the alias still points at the oldest
+    target.swap("t", versions[0], None, fence=1)  # the alias still points at the oldest
     doomed = target.prune_versions("t", keep=2)
     assert doomed == ["t_v2", "t_v3"]
     assert target.list_versions("t") == ["t_v1", "t_v4", "t_v5"]
@@ -89,7 +112,7 @@ def test_prune_keeps_newest_and_never_the_alias_target(target: TantivyTarget) ->
 def test_prune_with_alias_on_newest(target: TantivyTarget) -> None:
     for _ in range(4):
         target.create_version("t", MAPPING)
-    target.swap_alias("t", "t_v4", fence=1)
+    target.swap("t", "t_v4", None, fence=1)
     assert target.prune_versions("t", keep=1) == ["t_v1", "t_v2", "t_v3"]
     assert target.list_versions("t") == ["t_v4"]
     assert target.prune_versions("t", keep=1) == []
@@ -107,7 +130,7 @@ def test_prune_leaves_other_aliases_alone(target: TantivyTarget) -> None:
 def test_delete_aliased_version_is_refused(target: TantivyTarget) -> None:
     v1 = target.create_version("t", MAPPING)
     target.bulk(v1, [doc("1", "kept")])
-    target.swap_alias("t", v1, fence=1)
+    target.swap("t", v1, None, fence=1)
     with pytest.raises(PermanentError) as info:
         target.delete_version(v1)
     assert "'t'" in str(info.value)
@@ -138,7 +161,7 @@ def test_bulk_same_id_twice_in_one_batch_keeps_the_last(target: TantivyTarget) -
 def test_bulk_results_are_in_order(target: TantivyTarget) -> None:
     ix = target.create_version("t", MAPPING)
     docs = [doc(str(i), f"n{i}") for i in range(20)]
-    docs[7] = BulkDocument("7", orjson.dumps({"name": "bad", "stock": "x"}), "h")
+    docs[7] = BulkItem("7", orjson.dumps({"name": "bad", "stock": "x"}), "h")
     results = target.bulk(ix, docs)
     assert [r.id for r in results] == [d.id for d in docs]
     assert [r.ok for r in results] == [i != 7 for i in range(20)]
@@ -159,7 +182,7 @@ def test_scan_hashes_returns_every_id_and_hash(target: TantivyTarget) -> None:
 def test_search_finds_by_a_word_in_a_text_field(target: TantivyTarget) -> None:
     ix = target.create_version("t", MAPPING)
     target.bulk(ix, [doc("1", "Wireless Speaker"), doc("2", "USB cable"), doc("3", "wired speaker stand")])
-    target.swap_alias("t", ix, fence=1)
+    target.swap("t", ix, None, fence=1)
     assert {h.id for h in target.search("t", "wireless")} == {"1"}
     assert {h.id for h in target.search("t", "speaker")} == {"1", "3"}
     assert target.search("t", "toaster") == []
@@ -173,22 +196,33 @@ def test_reads_of_a_missing_index_are_permanent(target: TantivyTarget) -> None:
         target.count("nothing_v1")
 
 
-def test_writer_lock_is_held_until_the_tantivy_writer_is_gone(tmp_path: Path) -> None:
-    """Once a target's writer lock is free, another writer must be able to open the index.
+def test_a_half_created_version_directory_does_not_block_later_runs(target: TantivyTarget) -> None:
+    """A crash inside create_version left t_v2/ without its mapping; the next run reuses the number."""
+    target.create_version("t", MAPPING)
+    (target.root / "t_v2").mkdir()
+    (target.root / "t_v2" / "meta.json").write_text("{}")
+    assert target.create_version("t", MAPPING) == "t_v2"
+    assert target.list_versions("t") == ["t_v1", "t_v2"]
+    target.bulk("t_v2", [doc("1", "works")])
+    assert target.count("t_v2") == 1
 
-    ``bulk`` and ``finish_version`` use ``with self._writer(index) as writer:``; the caller's
-    ``writer`` name keeps Tantivy's IndexWriter (and Tantivy's own directory lock) alive after the
-    file lock was released. Reproduced here deterministically with the same ``with`` statement.
-    """
-    a = TantivyTarget(TantivyTargetConfig(root=tmp_path))
-    b = TantivyTarget(TantivyTargetConfig(root=tmp_path, lock_timeout_s=0.2))
-    ix = a.create_version("t", MAPPING)
-    with a._writer(ix) as writer:
-        writer.commit()
-    # a's lock file is unlocked: it has finished writing, so b may write now
-    results = b.bulk(ix, [doc("1", "after a")])
-    assert [r.ok for r in results] == [True]
-    assert b.count(ix) == 1
+
+def test_a_rejected_upsert_keeps_the_live_document(target: TantivyTarget) -> None:
+    ix = target.create_version("t", MAPPING)
+    target.bulk(ix, [doc("1", "live"), doc("2", "other")])
+    bad = BulkItem("1", orjson.dumps({"name": "bad", "stock": "not a number"}), "h-bad")
+    results = target.bulk(ix, [doc("3", "before"), bad, doc("4", "after")])
+    assert [r.ok for r in results] == [True, False, True]
+    assert dict(target.scan_hashes(ix)) == {"1": "h-1-live", "2": "h-2-other", "3": "h-3-before", "4": "h-4-after"}
+
+
+def test_deletes_and_hashes_by_id(target: TantivyTarget) -> None:
+    ix = target.create_version("t", MAPPING)
+    target.bulk(ix, [doc(str(i), f"n{i}") for i in range(5)])
+    target.bulk(ix, [BulkItem("2", op="delete"), BulkItem("9", op="delete")])
+    assert sorted(i for i, _ in target.scan_hashes(ix)) == ["0", "1", "3", "4"]
+    assert dict(target.scan_hashes(ix, ids=["1", "2", "4"])) == {"1": "h-1-n1", "4": "h-4-n4"}
+    assert list(target.scan_hashes(ix, ids=[])) == []
 
 
 # -- several writer processes on one version -------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+from rich.markup import escape
 
 from sparkindex.cli.render import RichProgress, err, out, print_error
 from sparkindex.config import load_pipeline
@@ -54,8 +55,8 @@ def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json:
     s = summary
     colour = {0: "green", 1: "yellow"}.get(s.exit_code, "red")
     err.print(
-        f"[bold {colour}]{s.status}[/] {s.alias} -> {s.index}: {s.indexed:,} indexed of {s.source_rows:,} "
-        f"source rows, {s.failed:,} failed, {s.seconds:.1f} s"
+        f"[bold {colour}]{s.status}[/] {escape(s.alias)} -> {escape(s.index)}: {s.indexed:,} indexed of "
+        f"{s.source_rows:,} source rows, {s.failed:,} failed, {s.seconds:.1f} s"
     )
     if as_json:
         _emit_json(orjson.loads(s.to_json()))
@@ -137,7 +138,7 @@ def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> 
         for k, s in stats.items():
             out.print(f"  {k}: {s.processed:,}/{s.total:,} processed, {s.failed:,} failed, partitions {s.partitions}")
         if job.error_message:
-            out.print(f"  error: {job.error_message}")
+            out.print(f"  error: {escape(job.error_message)}")
 
 
 @app.command()
@@ -152,7 +153,7 @@ def stop(config: ConfigOpt, index: IndexOpt = None) -> None:
 
 @app.command()
 def verify(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> None:
-    """Compare source and index by document id and content hash: missing, extra, stale."""
+    """Compare source and index by document id and content hash: missing, extra, stale, duplicates."""
     from sparkindex.jobs.planning import resolve_plans
     from sparkindex.jobs.verify import verify_alias
     from sparkindex.sources.registry import open_source
@@ -160,15 +161,17 @@ def verify(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> 
 
     pipeline = load_pipeline(config)
     aliases = _aliases(pipeline, index)
-    source = open_source(pipeline.source_url())
+    source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     reports = [verify_alias(source, target, plan) for plan, _ in resolve_plans(pipeline, source, aliases).values()]
-    total = {k: sum(getattr(r, k) for r in reports) for k in ("missing", "extra", "stale", "checked")}
+    keys = ("missing", "extra", "stale", "duplicates", "unbuildable", "index_docs", "checked")
+    total = {k: sum(getattr(r, k) for r in reports) for k in keys}
     for r in reports:
         colour = "green" if r.clean else "red"
         err.print(
-            f"[{colour}]{r.alias}[/] ({r.index}): checked {r.checked:,}, missing {r.missing:,}, "
-            f"extra {r.extra:,}, stale {r.stale:,}"
+            f"[{colour}]{escape(r.alias)}[/] ({escape(str(r.index))}): checked {r.checked:,}, "
+            f"missing {r.missing:,}, extra {r.extra:,}, stale {r.stale:,}, duplicates {r.duplicates:,} "
+            f"(index holds {r.index_docs:,}; {r.unbuildable:,} rows could not be built)"
         )
     if json:
         _emit_json({**total, "aliases": {r.alias: r.to_dict() for r in reports}})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -25,7 +26,8 @@ out = Console(highlight=False, soft_wrap=True)
 
 
 def print_error(message: str) -> None:
-    err.print(f"[bold red]error:[/] {redact_url(message)}", highlight=False, markup=True)
+    # Messages quote user input (patterns like ``^[a-z0-9]*$``, bracketed names): never markup.
+    err.print(f"[bold red]error:[/] {escape(redact_url(message))}", highlight=False, markup=True)
 
 
 class DocsPerSecondColumn(ProgressColumn):
@@ -59,13 +61,13 @@ class RichProgress:
         self.progress.stop()
 
     def phase(self, text: str) -> None:
-        self.progress.console.print(f"[dim]·[/] {text}")
+        self.progress.console.print(f"[dim]·[/] {escape(text)}")
 
     def stats(self, stats: dict[str, EntityStats]) -> None:
         for entity, s in stats.items():
             parts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(s.partitions.items()))
             if entity not in self.tasks:
-                self.tasks[entity] = self.progress.add_task(entity, total=max(s.total, 1), parts=parts)
+                self.tasks[entity] = self.progress.add_task(escape(entity), total=max(s.total, 1), parts=parts)
             self.progress.update(
                 self.tasks[entity], completed=s.processed, total=max(s.total, s.processed, 1), parts=parts
             )

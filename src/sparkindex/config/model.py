@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
+import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
 
 from sparkindex.config.secrets import redact_url
@@ -114,6 +115,10 @@ class JobConfig(_Strict):
     keep_versions: int = Field(default=2, ge=1)
     max_passes: int = Field(default=5, ge=1, description="Spark passes over partitions left PENDING")
     recovery_max_age_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    reopen_after_s: float = Field(
+        default=30.0, gt=0, description="a partition whose target is down stays CLOSED this long"
+    )
+    source_timeout_s: float = Field(default=600.0, gt=0, description="statement timeout for source queries")
 
 
 class Pipeline(_Strict):
@@ -170,6 +175,9 @@ class Pipeline(_Strict):
     def to_wire(self) -> dict[str, object]:
         """What Spark tasks need to rebuild this pipeline in another process."""
         return {"pipeline": self.model_dump(mode="json"), "base_dir": str(self._base_dir), "origin": self._origin}
+
+    def wire_string(self) -> str:
+        return orjson.dumps(self.to_wire()).decode()
 
     @classmethod
     def from_wire(cls, wire: dict[str, object]) -> Pipeline:

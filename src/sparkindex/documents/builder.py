@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sparkindex.documents.floats import float_paths, non_finite_path
@@ -29,6 +29,9 @@ class BuiltDocument:
     id: str
     source: bytes  # canonical JSON
     hash: str
+    #: the same document as the dict it was encoded from, for a target that needs its own
+    #: encoding (Tantivy), so that it never decodes ``source`` again
+    fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ class DocumentBuilder:
             canonical = dumps_document(doc)
         except TypeError as exc:  # orjson.JSONEncodeError is a TypeError (also: integers over 64 bits)
             return DocumentError(doc_id, str(exc), "UnserializableValue")
-        return BuiltDocument(doc_id, canonical, content_hash(canonical))
+        return BuiltDocument(doc_id, canonical, content_hash(canonical), doc)
 
     def _attach(
         self,

@@ -1,8 +1,10 @@
 """A full reindex: lock -> plan or resume -> run on Spark -> finalize -> summary.
 
 The driver never moves documents itself. It decides what work exists (partitions in the store),
-runs Spark passes until none is left, and only then, with every partition COMPLETED and its
-fencing token still valid, swaps the alias.
+runs Spark passes until none is left, and only then, with every partition COMPLETED, the index's
+count equal to what the partitions acknowledged and its fencing token still valid, swaps the alias.
+Every job update it makes is fenced by its lock tokens: a driver whose lock was taken over can
+neither move the job nor touch partitions that the new driver's run owns.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from sparkindex.coordination.recovery import holder_is_dead, holder_name, recove
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import ConfigError, LockHeld, LockLost, SparkIndexError
+from sparkindex.jobs.finalize import finalize_job
+from sparkindex.jobs.fingerprint import plan_fingerprint
 from sparkindex.jobs.keeper import LockKeeper
 from sparkindex.jobs.planning import resolve_plans, selected_aliases
 from sparkindex.jobs.progress import ProgressListener, SilentProgress, StatsPoller
@@ -79,33 +83,44 @@ class ReindexJob:
         self.new = new
         self.progress = progress or SilentProgress()
         self._spark_factory = spark_factory
+        self._spark_session: Any = None
         self.run_id = uuid.uuid4().hex[:12]
         self.holder = holder_name(self.run_id)
+        self.job_group = f"sparkindex-{self.run_id}"
 
     # -- the whole job -----------------------------------------------------------------------------
     def run(self) -> ReindexSummary:
         started = time.monotonic()
         p = self.pipeline
         check_store_reachable_by_executors(p)
-        source = open_source(p.source_url())
+        source = open_source(p.source_url(), p.job.source_timeout_s)
         target = open_target(p.target.url, p.base_dir, p.target.options)
         plans = resolve_plans(p, source, self.aliases)
+        fingerprint = plan_fingerprint(plans, p)
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         tokens = self._lock_all(store)
-        keeper = LockKeeper(store, tokens, p.job.lock_ttl_s, p.job.lock_refresh_s)
+        fence = dict(tokens)
+        for alias, token in tokens.items():
+            target.observe_fence(alias, token)
+        # What each alias points at now, under our lock: the swap is a compare-and-swap on it.
+        previous = {alias: target.alias_target(alias) for alias in self.aliases}
+        keeper = LockKeeper(store, tokens, p.job.lock_ttl_s, p.job.lock_refresh_s, on_lost=self._on_lock_lost)
         keeper.start()
         job: JobRecord | None = None
         try:
-            job = self._resume_or_plan(store, source, target, plans)
+            job = self._resume_or_plan(store, source, target, plans, fingerprint, fence)
             for alias, token in tokens.items():
                 store.locks.transfer(alias, token, None, job.id)
-            store.update_job(job.id, run_id=self.run_id)
-            job = store.transition_job(job.id, JobStatus.RUNNING)
+            store.update_job(job.id, fence=fence, run_id=self.run_id)
+            job = store.transition_job(job.id, JobStatus.RUNNING, fence=fence)
             self._run_passes(store, job, keeper)
-            job = self._finalize(store, target, job, tokens)
+            if keeper.lost:
+                raise LockLost(keeper.lost)
+            self.progress.phase("finalizing: restoring settings, checking counts, swapping aliases")
+            job = finalize_job(store, target, job.id, fence, previous, p.job.keep_versions)
         except BaseException as exc:
             if job is not None:
-                self._fail(store, job.id, exc)
+                self._fail(store, job.id, fence, exc)
             raise
         finally:
             keeper.stop()
@@ -126,30 +141,55 @@ class ReindexJob:
             raise
         return tokens
 
-    def _resume_or_plan(self, store: CoordinationStore, source: Any, target: Any, plans: dict[str, Any]) -> JobRecord:
+    def _on_lock_lost(self, reason: str) -> None:
+        """Called from the lock keeper's thread: stop our Spark job at once, not at the next pass."""
+        log.error("%s; cancelling this driver's Spark job", reason)
+        if self._spark_session is not None:
+            self._spark_session.sparkContext.cancelJobGroup(self.job_group)
+
+    def _resume_or_plan(
+        self,
+        store: CoordinationStore,
+        source: Any,
+        target: Any,
+        plans: dict[str, Any],
+        fingerprint: str,
+        fence: dict[str, int],
+    ) -> JobRecord:
         p = self.pipeline
         unfinished = store.jobs(self.aliases, [*RESUMABLE_JOB_STATES, JobStatus.INITIALIZING])
         for old in unfinished:
             if self.new:
                 if old.status != JobStatus.FAILED:
-                    store.reset_orphans(old.id)
-                    store.transition_job(old.id, JobStatus.FAILED, error="abandoned by reindex --new")
+                    store.reset_orphans(old.id, fence=fence)
+                    store.transition_job(old.id, JobStatus.FAILED, error="abandoned by reindex --new", fence=fence)
                 continue
             # We hold every alias lock, so whoever ran this job before is gone.
-            decision = recover(store, old, holder_alive=False, max_age_s=p.job.recovery_max_age_s)
+            decision = recover(
+                store,
+                old,
+                holder_alive=False,
+                max_age_s=p.job.recovery_max_age_s,
+                fingerprint=fingerprint,
+                fence=fence,
+            )
+            if decision.action == "refuse":
+                raise ConfigError(f"{p.origin}: {decision.reason}")
             current = store.job(old.id)
-            if decision.action == "fail" or current.status not in RESUMABLE_JOB_STATES:
+            if not decision.resumable or current.status not in RESUMABLE_JOB_STATES:
                 continue
             if not all(target.version_exists(ix) for ix in current.targets.values()):
-                store.transition_job(old.id, JobStatus.FAILED, error="its index versions are gone; starting afresh")
+                store.transition_job(
+                    old.id, JobStatus.FAILED, error="its index versions are gone; starting afresh", fence=fence
+                )
                 continue
             if current.status in (JobStatus.STOPPED, JobStatus.FAILED):
                 store.retry_failed(old.id)
-                store.transition_job(old.id, JobStatus.READY)
+                store.transition_job(old.id, JobStatus.READY, fence=fence)
             self.progress.phase(f"resuming job {old.id}")
             return store.job(old.id)
         self.progress.phase("planning partitions")
-        job = store.create_job(self.aliases, {"aliases": self.aliases}, getpass.getuser())
+        job = store.create_job(self.aliases, {"aliases": self.aliases}, getpass.getuser(), fingerprint=fingerprint)
         targets = {alias: target.create_version(alias, mapping) for alias, (_, mapping) in plans.items()}
         store.update_job(job.id, targets=targets)
         specs = plan_partitions(
@@ -158,16 +198,19 @@ class ReindexJob:
             p.job,
         )
         store.add_partitions(job.id, specs)
-        return store.transition_job(job.id, JobStatus.READY)
+        return store.transition_job(job.id, JobStatus.READY, fence=fence)
 
     # -- running -----------------------------------------------------------------------------------
     def _spark(self) -> Any:
-        if self._spark_factory is None:
-            from sparkindex.spark.session import build_session
+        if self._spark_session is None:
+            if self._spark_factory is None:
+                from sparkindex.spark.session import build_session
 
-            spark = build_session(self.pipeline.spark)
-            self._spark_factory = lambda: spark
-        return self._spark_factory()
+                log_path = self.pipeline.base_dir / ".sparkindex" / "spark.log"
+                self._spark_session = build_session(self.pipeline.spark, log_path)
+            else:
+                self._spark_session = self._spark_factory()
+        return self._spark_session
 
     def _run_passes(self, store: CoordinationStore, job: JobRecord, keeper: LockKeeper) -> None:
         p = self.pipeline
@@ -176,71 +219,58 @@ class ReindexJob:
         try:
             for n in range(p.job.max_passes):
                 store.reclaim_stale(job.id, p.job.claim_timeout_s, p.job.partition_retries)
+                self._wait_for_reopened(store, job.id)
                 todo = store.partitions(job.id, [P.PENDING, P.CLOSED])
                 if not todo or store.job(job.id).status == JobStatus.STOPPING:
                     break
                 if keeper.lost:
                     raise LockLost(keeper.lost)
                 self.progress.phase(f"pass {n + 1}: {len(todo)} partitions on Spark")
-                spark = self._spark()
-                from sparkindex.spark.session import register_data_sources
-
-                register_data_sources(spark)
-                wire = orjson.dumps(p.to_wire()).decode()
-                try:
-                    (
-                        spark.read.format("sparkindex_job")
-                        .option("pipeline", wire)
-                        .option("job_id", job.id)
-                        .option("run_id", self.run_id)
-                        .load()
-                        .write.format("sparkindex")
-                        .option("pipeline", wire)
-                        .option("job_id", job.id)
-                        .mode("append")
-                        .save()
-                    )
-                except Exception as exc:  # noqa: BLE001 - a failed Spark job leaves work for the next pass
-                    log.error("Spark pass %d failed: %s", n + 1, str(exc).splitlines()[0][:500])
-                    self.progress.phase(f"pass {n + 1} failed; retrying the unfinished partitions")
+                self._run_pass(store, job.id, [t.id for t in todo], n + 1, dict(keeper.tokens))
         finally:
             poller.stop()
 
-    # -- finishing ---------------------------------------------------------------------------------
-    def _finalize(self, store: CoordinationStore, target: Any, job: JobRecord, tokens: dict[str, int]) -> JobRecord:
-        stats = store.roll_up(job.id)
-        job = store.job(job.id)
-        if job.status == JobStatus.STOPPING:
-            store.reset_orphans(job.id)
-            return store.transition_job(job.id, JobStatus.STOPPED, error="stopped by request")
-        unfinished = {k: v for k, v in stats.items() if not v.done}
-        failed_parts = sum(s.partitions.get(P.FAILED, 0) for s in stats.values())
-        if unfinished or failed_parts:
-            store.reset_orphans(job.id)
-            detail = ", ".join(f"{k}: {v.partitions}" for k, v in stats.items())
-            return store.transition_job(
-                job.id,
-                JobStatus.FAILED,
-                error=f"{failed_parts} partition(s) failed or left unfinished ({detail}); rerun to resume",
-            )
-        self.progress.phase("finalizing: restoring settings, swapping aliases")
-        for alias, index in job.targets.items():
-            store.locks.check(alias, tokens[alias])
-            target.finish_version(index)
-            target.swap_alias(alias, index, tokens[alias])
-            target.prune_versions(alias, self.pipeline.job.keep_versions)
-        failed_docs = store.dead_letters.count(job.id)
-        status = JobStatus.COMPLETED_WITH_ERRORS if failed_docs else JobStatus.COMPLETED
-        return store.transition_job(job.id, status)
+    def _run_pass(
+        self, store: CoordinationStore, job_id: str, partition_ids: list[str], n: int, fence: dict[str, int]
+    ) -> None:
+        from sparkindex.spark.partition_job import run_partitions
 
-    def _fail(self, store: CoordinationStore, job_id: str, exc: BaseException) -> None:
+        spark = self._spark()
+        spark.sparkContext.setJobGroup(self.job_group, f"sparkindex reindex {job_id} pass {n}", True)
+        try:
+            outcomes = run_partitions(spark, self.pipeline, job_id, self.run_id, partition_ids)
+            for o in outcomes:
+                if o.status not in ("completed", "skipped"):
+                    log.warning("partition %s (%s): %s %s", o.partition_id, o.entity, o.status, o.error or "")
+        except Exception as exc:  # noqa: BLE001 - a failed Spark job leaves work for the next pass
+            log.error("Spark pass %d failed: %s", n, str(exc).splitlines()[0][:500])
+            self.progress.phase(f"pass {n} failed; retrying the unfinished partitions")
+        finally:
+            # None of this run's tasks is running now: what they left PROCESSING (a task that
+            # Spark gave up on) is released for the next pass instead of waiting for a lease timeout.
+            store.reset_run(job_id, self.run_id, fence)
+
+    def _wait_for_reopened(self, store: CoordinationStore, job_id: str) -> None:
+        """When only parked (CLOSED) partitions remain, wait until the first may be reopened."""
+        if store.partitions(job_id, [P.PENDING]):
+            return
+        closed = [p.reopen_at or 0.0 for p in store.partitions(job_id, [P.CLOSED])]
+        if closed:
+            delay = min(closed) - time.time()
+            if delay > 0:
+                self.progress.phase(f"target unavailable; partitions reopen in {delay:.0f} s")
+                time.sleep(delay)
+
+    # -- failing -----------------------------------------------------------------------------------
+    def _fail(self, store: CoordinationStore, job_id: str, fence: dict[str, int], exc: BaseException) -> None:
         try:
             current = store.job(job_id)
             if current.status in (JobStatus.READY, JobStatus.RUNNING, JobStatus.INITIALIZING, JobStatus.STOPPING):
-                store.reset_orphans(job_id)
                 reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-                store.transition_job(job_id, JobStatus.FAILED, error=reason[:2000])
+                store.reset_run(job_id, self.run_id, fence)
+                store.transition_job(job_id, JobStatus.FAILED, error=reason[:2000], fence=fence)
         except SparkIndexError as inner:
+            # LockLost included: the job belongs to another driver now; leave it to that one.
             log.error("could not record the failure of job %s: %s", job_id, inner)
 
     def _summary(

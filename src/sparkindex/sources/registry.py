@@ -8,21 +8,22 @@ from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source
 
 
-def open_source(url: str) -> Source:
+def open_source(url: str, statement_timeout_s: float = 600.0) -> Source:
+    """The source for *url*; every query it runs is cancelled after *statement_timeout_s*."""
     url = normalize_url(url)
     scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
     if scheme == "sqlite":
         from sparkindex.sources.sqlite import SqliteSource
 
-        return SqliteSource(url)
+        return SqliteSource(url, statement_timeout_s=statement_timeout_s)
     if scheme == "postgresql":
         from sparkindex.sources.postgres import PostgresSource
 
-        return PostgresSource(url)
+        return PostgresSource(url, statement_timeout_s=statement_timeout_s)
     if scheme == "mysql":
         from sparkindex.sources.mysql import MysqlSource
 
-        return MysqlSource(url)
+        return MysqlSource(url, statement_timeout_s=statement_timeout_s)
     raise ConfigError(
         f"source.url: unsupported database {scheme!r} in {redact_url(url)!r} (supported: sqlite, postgresql, mysql)"
     )

@@ -1,7 +1,7 @@
-"""Spark integration: the session factory and the Python data sources.
+"""Spark integration: the session factory, the job's partition tasks and the DataFrame writer.
 
-* ``sparkindex_job``: a batch reader whose partitions are a job's pending partitions;
-* ``sparkindex``: a writer for any DataFrame (and for the job reader's output).
+* :func:`partition_job.run_partitions`: a job's partitions as one Spark job, one task each;
+* ``sparkindex``: a writer for any DataFrame (``df.write.format("sparkindex")``).
 """
 
 from sparkindex.spark.session import build_session, register_data_sources

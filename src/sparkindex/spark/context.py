@@ -1,7 +1,7 @@
-"""What a Spark Python worker needs to do job work, built once per worker process.
+"""What a Spark Python worker needs to run partitions, built once per worker process.
 
 Workers are reused across tasks (``spark.python.worker.reuse``), so the store connection, the
-source engine and the resolved document plans are cached per pipeline in the process.
+source engine, the target and the resolved document plans are cached per pipeline in the process.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from sparkindex.sources.base import Source
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import Target
 from sparkindex.targets.registry import open_target
+from sparkindex.worker.partition import PartitionWorker, WorkerSettings
 
 
 @dataclass
@@ -35,7 +36,7 @@ class WorkerContext:
     @property
     def source(self) -> Source:
         if self._source is None:
-            self._source = open_source(self.pipeline.source_url())
+            self._source = open_source(self.pipeline.source_url(), self.pipeline.job.source_timeout_s)
         return self._source
 
     @property
@@ -50,6 +51,26 @@ class WorkerContext:
             plan = resolve_index(self.source, self.pipeline.indexes[i], f"indexes[{i}]")
             self._builders[alias] = make_builder(self.source, plan)
         return self._builders[alias]
+
+    def partition_worker(self, job_id: str, run_id: str) -> PartitionWorker:
+        indexes = self.store.job(job_id).targets
+        return PartitionWorker(
+            self.store, self.target, self.builder, job_id, run_id, indexes, worker_settings(self.pipeline)
+        )
+
+
+def worker_settings(pipeline: Pipeline) -> WorkerSettings:
+    j = pipeline.job
+    return WorkerSettings(
+        batch_size=j.batch_size,
+        batch_bytes=j.batch_bytes,
+        retries=j.retries,
+        partition_retries=j.partition_retries,
+        backoff_initial_s=j.backoff_initial_s,
+        backoff_max_s=j.backoff_max_s,
+        claim_timeout_s=j.claim_timeout_s,
+        reopen_after_s=j.reopen_after_s,
+    )
 
 
 @cache

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from sparkindex.config.model import SparkConfig
@@ -24,24 +25,38 @@ DEFAULT_CONF = {
 
 
 def register_data_sources(spark: Any) -> None:
-    from sparkindex.spark.job_source import JobPartitionsDataSource
     from sparkindex.spark.writer import SparkIndexDataSource
 
-    spark.dataSource.register(JobPartitionsDataSource)
     spark.dataSource.register(SparkIndexDataSource)
 
 
-def build_session(config: SparkConfig) -> Any:
+def build_session(config: SparkConfig, log_path: Path | None = None) -> Any:
+    """The session; with *log_path*, the JVM's own output (start-up warnings, log4j) goes there.
+
+    Spark prints warnings to the terminal before any log level can be set (hostname resolution,
+    native libraries, incubator modules). The CLI owns the user's terminal, so the JVM is started
+    with its stdout and stderr sent to a log file; errors still reach the driver as exceptions.
+    """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if config.master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(config.master).appName(config.app_name)
+    conf = SparkConf().setMaster(config.master).setAppName(config.app_name)
     # Executors on a cluster start Python from this conf, not from the driver's environment.
-    builder = builder.config("spark.pyspark.python", sys.executable)
+    conf.set("spark.pyspark.python", sys.executable)
     for key, value in {**DEFAULT_CONF, **config.conf}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+        conf.set(key, value)
+    if log_path is not None and SparkContext._active_spark_context is None:
+        from pyspark.java_gateway import launch_gateway
+
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log_fh:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": log_fh, "stderr": log_fh})  # type: ignore[no-untyped-call]
+        SparkContext(conf=conf, gateway=gateway)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register_data_sources(spark)
     return spark

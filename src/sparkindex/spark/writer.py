@@ -1,12 +1,8 @@
 """``sparkindex``: write any DataFrame to any target, like es-hadoop's ``format("es")``.
 
-Two modes, chosen by the columns it is given:
-
-* job mode (the ``sparkindex_job`` reader's rows): documents plus partition control rows, written
-  through :class:`PartitionSink`, which moves cursors and completes partitions;
-* plain mode (any DataFrame): each row becomes a document whose id is ``id_column``; documents
-  the target rejects are dead-lettered if a coordination store is given, otherwise the write fails
-  and names them.
+Each row becomes a document whose id is ``id_column`` (so a retried task overwrites, never
+duplicates), written with the same bulk loop as the job's partition worker; documents the target
+rejects are dead-lettered if a coordination store is given, otherwise the write fails and names them.
 
     df.write.format("sparkindex").option("target", "tantivy:///srv/idx").option("index", "products")
       .option("id_column", "id").mode("append").save()
@@ -23,16 +19,13 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
-from sparkindex.documents.builder import document_id
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.errors import PermanentError
+from sparkindex.keys import document_id
 from sparkindex.retry import Backoff
-from sparkindex.spark.bulk import bulk_with_retries
-from sparkindex.spark.context import worker_context
-from sparkindex.spark.rows import CONTROL_COLUMNS
-from sparkindex.spark.sink import PartitionSink, SinkSettings
-from sparkindex.targets.base import BulkDocument
+from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
+from sparkindex.worker.bulk import bulk_with_retries
 
 log = logging.getLogger(__name__)
 
@@ -50,40 +43,7 @@ class SparkIndexDataSource(DataSource):
         return "sparkindex"
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
-        names = set(schema.fieldNames())
-        if names >= CONTROL_COLUMNS and "pipeline" in self.options:
-            return JobWriter(dict(self.options))
         return PlainWriter(dict(self.options), schema.fieldNames())
-
-
-class JobWriter(DataSourceArrowWriter):
-    def __init__(self, options: dict[str, str]) -> None:
-        self.wire = options["pipeline"]
-        self.job_id = options["job_id"]
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteReport:
-        ctx = worker_context(self.wire)
-        job = ctx.pipeline.job
-        indexes = ctx.store.job(self.job_id).targets
-        sink = PartitionSink(
-            ctx.store,
-            ctx.target,
-            self.job_id,
-            indexes,
-            SinkSettings(
-                job.batch_size,
-                job.batch_bytes,
-                job.retries,
-                job.partition_retries,
-                job.backoff_initial_s,
-                job.backoff_max_s,
-            ),
-        )
-        for batch in iterator:
-            for row in batch.to_pylist():
-                sink.accept(row)
-        sink.close()
-        return WriteReport(sink.written, 0, [])
 
 
 class PlainWriter(DataSourceArrowWriter):
@@ -111,7 +71,7 @@ class PlainWriter(DataSourceArrowWriter):
             for row in batch.to_pylist():
                 doc_id = document_id([row[c] for c in self.id_columns])
                 canonical = dumps_document(row)
-                docs.append(BulkDocument(doc_id, canonical, content_hash(canonical)))
+                docs.append(BulkItem(doc_id, canonical, content_hash(canonical), fields=row))
             for i in range(0, len(docs), self.batch_size):
                 out = bulk_with_retries(target, index, docs[i : i + self.batch_size], self.retries, Backoff())
                 written += out.success

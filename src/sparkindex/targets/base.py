@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 _VERSION = re.compile(r"^(?P<alias>.+)_v(?P<n>\d+)$")
 
@@ -28,11 +28,27 @@ def version_number(alias: str, index: str) -> int | None:
     return int(m["n"])
 
 
-@dataclass(frozen=True)
-class BulkDocument:
+BulkOp = Literal["index", "delete"]
+
+
+@dataclass(frozen=True, slots=True)
+class BulkItem:
+    """One write: index (an upsert by id) or delete, as every backend's bulk API takes it.
+
+    ``source`` is the document's canonical JSON, encoded once by the builder: the same bytes are
+    hashed, sent and stored. ``fields`` is the same document as a dict when the caller still has
+    it, so a backend that needs its own encoding (Tantivy) need not decode the bytes again.
+    ``version`` is an external version (a newer write wins; change capture feeds log positions
+    through it) and ``routing`` places child documents beside their parent.
+    """
+
     id: str
-    source: bytes  # canonical JSON of the document
-    hash: str
+    source: bytes | None = None
+    hash: str | None = None
+    op: BulkOp = "index"
+    version: int | None = None
+    routing: str | None = None
+    fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -62,11 +78,11 @@ class Target(ABC):
     def version_exists(self, index: str) -> bool: ...
 
     @abstractmethod
-    def bulk(self, index: str, docs: Sequence[BulkDocument], assume_new: bool = False) -> list[BulkItemResult]:
-        """Upsert *docs* by id; one result per document, in order. Whole-request failures raise.
+    def bulk(self, index: str, items: Sequence[BulkItem]) -> list[BulkItemResult]:
+        """Apply *items* (upserts and deletes by id); one result per item, in order.
 
-        *assume_new*: the caller guarantees no id was written to *index* before (the first claim
-        of a partition in a fresh version), so a backend may skip its overwrite lookup.
+        A result is ok only once the item is durable in the index: callers move cursors on it.
+        Whole-request failures raise (:class:`TransientError` when a retry may succeed).
         """
 
     @abstractmethod
@@ -74,10 +90,18 @@ class Target(ABC):
         """Restore search-time settings after the bulk load (refresh, replicas, merges)."""
 
     @abstractmethod
-    def swap_alias(self, alias: str, index: str, fence: int) -> str | None:
-        """Point *alias* at *index* atomically, refusing a *fence* older than the last swap's.
+    def swap(self, alias: str, new_index: str, expected_previous: str | None, fence: int | None = None) -> None:
+        """Point *alias* at *new_index* atomically, only if it still points at *expected_previous*.
 
-        Returns the index the alias pointed at before, if any.
+        A compare-and-swap: a job that read the alias before another job moved it is refused with
+        :class:`LockLost`, as is a *fence* older than one :meth:`observe_fence` has recorded.
+        """
+
+    def observe_fence(self, alias: str, fence: int) -> None:
+        """Record a lock's new fencing token for *alias*, where the backend can keep one; optional.
+
+        Called when the lock is acquired, so that a swap by an earlier holder is refused even if
+        no swap happened in between.
         """
 
     @abstractmethod
@@ -95,8 +119,11 @@ class Target(ABC):
         """Documents in an index, or behind an alias."""
 
     @abstractmethod
-    def scan_hashes(self, name: str) -> Iterator[tuple[str, str]]:
-        """Every (document id, content hash) in an index or behind an alias."""
+    def scan_hashes(self, name: str, ids: Sequence[str] | None = None) -> Iterator[tuple[str, str]]:
+        """(document id, content hash) of every document, or of those with the given *ids*.
+
+        A document stored twice under one id is yielded twice: that is how verify sees duplicates.
+        """
 
     @abstractmethod
     def search(self, name: str, query: str, limit: int = 10) -> list[SearchHit]: ...

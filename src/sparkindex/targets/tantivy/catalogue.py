@@ -2,8 +2,10 @@
 
 A swap rewrites ``aliases.json`` through a temporary file and ``os.replace`` under an exclusive
 file lock, so readers see the old or the new catalogue and never half of one. Each entry keeps the
-fencing token of the swap that wrote it; a swap carrying an older token is refused, so a job whose
-lock was taken over can never move the alias (guarantee 4).
+newest fencing token granted for its alias (recorded when a job acquires the lock, not only at
+swaps); a swap is a compare-and-swap on the index the alias pointed at when the job started and
+is refused with an older token, so a job whose lock was taken over can never move the alias
+(guarantee 4), even if its lock expired between its last check and the swap.
 """
 
 from __future__ import annotations
@@ -46,23 +48,45 @@ class AliasCatalogue:
 
     def get(self, alias: str) -> str | None:
         entry = self.read().get(alias)
-        return None if entry is None else str(entry["index"])
+        return None if entry is None or entry.get("index") is None else str(entry["index"])
 
-    def swap(self, alias: str, index: str, fence: int) -> str | None:
+    def _write(self, data: dict[str, Any]) -> None:
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+    def observe_fence(self, alias: str, fence: int) -> None:
+        """Remember the newest fencing token granted for *alias*; older ones can no longer swap."""
         with self._locked():
             data = self.read()
-            entry = data.get(alias)
-            if entry is not None and fence < int(entry.get("fence", 0)):
+            entry = data.setdefault(alias, {"index": None, "fence": 0, "history": []})
+            entry["fence"] = max(int(entry.get("fence", 0)), fence)
+            self._write(data)
+
+    def swap(self, alias: str, index: str, expected_previous: str | None, fence: int | None) -> None:
+        """Compare-and-swap under the catalogue lock: the check and the move are one step."""
+        with self._locked():
+            data = self.read()
+            entry = data.get(alias) or {"index": None, "fence": 0, "history": []}
+            newest = int(entry.get("fence", 0))
+            if fence is not None and fence < newest:
                 raise LockLost(
-                    f"alias {alias!r}: swap refused, fencing token {fence} is older than {entry['fence']} "
+                    f"alias {alias!r}: swap refused, fencing token {fence} is older than {newest} "
                     "(another job took the lock over)"
                 )
-            previous = None if entry is None else str(entry["index"])
-            history = [] if entry is None else [*entry.get("history", []), previous][-10:]
-            data[alias] = {"index": index, "fence": fence, "swapped_at": time.time(), "history": history}
-            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-            return previous
+            previous = entry.get("index")
+            if previous != expected_previous:
+                raise LockLost(
+                    f"alias {alias!r}: swap refused, it points at {previous!r}, not {expected_previous!r} "
+                    "as when this job started (another job moved it)"
+                )
+            history = [*entry.get("history", []), previous][-10:] if previous else entry.get("history", [])
+            data[alias] = {
+                "index": index,
+                "fence": max(newest, fence or 0),
+                "swapped_at": time.time(),
+                "history": history,
+            }
+            self._write(data)

@@ -1,30 +1,26 @@
-"""Tantivy as a search target, safe for many writer processes on one index.
+"""Tantivy as a search target, written by many Spark tasks at once.
 
-Tantivy allows one ``IndexWriter`` per directory. Spark runs several tasks (each in its own Python
-worker) against one index version, so every bulk takes an exclusive file lock, opens a writer,
-deletes-then-adds each document by ``_id`` (an upsert: a retried batch never duplicates), commits
-and releases. Opening a writer costs about 3 ms and a commit about 40 ms, so with bulks of
-thousands of documents the lock is held a small fraction of the time while reading and building
-documents, the expensive part, runs in parallel.
+Tantivy allows one ``IndexWriter`` per directory, so every write goes through the version's
+writer service (:mod:`.service`): tasks convert their documents to Tantivy JSON in their own
+process (in parallel), and the service applies them as upserts and group-commits. Reads (count,
+scans, search) open the directory directly; they never need the writer.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import shutil
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 import tantivy
 
-from sparkindex.errors import DocumentError, PermanentError, TransientError
+from sparkindex.errors import DocumentError, PermanentError
 from sparkindex.targets.base import (
-    BulkDocument,
+    BulkItem,
     BulkItemResult,
     SearchHit,
     Target,
@@ -34,6 +30,7 @@ from sparkindex.targets.base import (
 from sparkindex.targets.tantivy.catalogue import AliasCatalogue
 from sparkindex.targets.tantivy.config import TantivyTargetConfig
 from sparkindex.targets.tantivy.schema import SchemaPlan, build_schema, to_tantivy_json
+from sparkindex.targets.tantivy.writer import WriterClient
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +53,21 @@ class TantivyTarget(Target):
         self.root.mkdir(parents=True, exist_ok=True)
         existing = [version_number(alias, v) or 0 for v in self.list_versions(alias)]
         n = max(existing, default=0) + 1
+        # A directory without a mapping is a version whose creation was interrupted (it is not
+        # listed); it would block this number forever, so it is cleared and reused.
         index = version_name(alias, n)
         path = self._dir(index)
-        path.mkdir(parents=True, exist_ok=False)
+        if path.exists() and not (path / MAPPING_FILE).exists():
+            log.warning("removing half-created index directory %s", path)
+            shutil.rmtree(path)
+        tmp = self.root / f".creating-{index}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
         schema, _ = build_schema(mapping)
-        tantivy.Index(schema, path=str(path), reuse=False)
-        (path / MAPPING_FILE).write_bytes(orjson.dumps(mapping, option=orjson.OPT_INDENT_2))
-        self._write_state(index, {"state": "building", "created_at": time.time()})
+        tantivy.Index(schema, path=str(tmp), reuse=False)
+        (tmp / MAPPING_FILE).write_bytes(orjson.dumps(mapping, option=orjson.OPT_INDENT_2))
+        (tmp / STATE_FILE).write_bytes(orjson.dumps({"state": "building", "created_at": time.time()}))
+        tmp.rename(path)  # appears whole or not at all
         return index
 
     def _write_state(self, index: str, state: dict[str, Any]) -> None:
@@ -86,6 +91,7 @@ class TantivyTarget(Target):
             if entry["index"] == index:
                 raise PermanentError(f"index {index!r} is behind alias {alias!r}; swap the alias first")
         self._open.pop(index, None)
+        self._writer_client(index).stop_if_running()
         shutil.rmtree(self._dir(index), ignore_errors=False)
 
     def _index(self, index: str) -> tuple[tantivy.Index, SchemaPlan]:
@@ -105,69 +111,47 @@ class TantivyTarget(Target):
         return self.catalogue.get(name) or name
 
     # -- writes ------------------------------------------------------------------------------------
-    @contextmanager
-    def _writer(self, index: str) -> Iterator[Any]:
-        idx, _ = self._index(index)
-        lock_path = self._dir(index) / ".sparkindex-writer.lock"
-        deadline = time.monotonic() + self.config.lock_timeout_s
-        with open(lock_path, "a+b") as fh:
-            pause = 0.002
-            while True:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise TransientError(f"tantivy index {index!r}: writer lock busy") from None
-                    time.sleep(pause)  # another process is committing; poll with growing pauses
-                    pause = min(pause * 2, 0.05)
-            try:
-                try:
-                    writer = idx.writer(self.config.writer_heap_mb * 1024 * 1024, self.config.writer_threads)
-                except ValueError as exc:
-                    raise TransientError(f"tantivy index {index!r}: cannot open writer: {exc}") from exc
-                try:
-                    yield writer
-                finally:
-                    # Drops the IndexWriter (and Tantivy's own directory lock) before our file lock
-                    # is released; `del` would not, as the caller's `with ... as writer` still refers to it.
-                    writer.wait_merging_threads()
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _writer_client(self, index: str) -> WriterClient:
+        c = self.config
+        return WriterClient(self._dir(index), c.writer_heap_mb, c.writer_threads, c.service_idle_s, c.lock_timeout_s)
 
-    def bulk(self, index: str, docs: Sequence[BulkDocument], assume_new: bool = False) -> list[BulkItemResult]:
+    def bulk(self, index: str, items: Sequence[BulkItem]) -> list[BulkItemResult]:
         _, plan = self._index(index)
-        results: list[BulkItemResult] = []
-        with self._writer(index) as writer:
-            for doc in docs:
-                try:
-                    body = to_tantivy_json(doc.id, doc.source, doc.hash, plan)
-                    if not assume_new:  # deletes cost at every commit; a first write needs none
-                        writer.delete_documents_by_term("_id", doc.id)
-                    writer.add_json(body)
-                except DocumentError as exc:
-                    results.append(BulkItemResult(doc.id, False, exc.reason, exc.error_class))
-                except ValueError as exc:
-                    # Tantivy's type checks: the document does not fit the mapping. Permanent.
-                    results.append(BulkItemResult(doc.id, False, str(exc), "MappingRejected"))
-                else:
-                    results.append(BulkItemResult(doc.id, True))
+        results: list[BulkItemResult | None] = [None] * len(items)
+        wire: list[tuple[str, str, bytes]] = []
+        positions: list[int] = []
+        for i, item in enumerate(items):
+            if item.op == "delete":
+                wire.append((item.id, "delete", b""))
+                positions.append(i)
+                continue
             try:
-                writer.commit()
-            except (ValueError, OSError) as exc:
-                raise TransientError(f"tantivy index {index!r}: commit failed: {exc}") from exc
-        return results
+                body = to_tantivy_json(item, plan)
+            except DocumentError as exc:
+                results[i] = BulkItemResult(item.id, False, exc.reason, exc.error_class)
+                continue
+            wire.append((item.id, "index", body))
+            positions.append(i)
+        errors = self._writer_client(index).bulk(wire) if wire else {}
+        for k, i in enumerate(positions):
+            err = errors.get(str(k))
+            if err is None:
+                results[i] = BulkItemResult(items[i].id, True)
+            else:
+                results[i] = BulkItemResult(items[i].id, False, err[1], err[0])
+        return [r for r in results if r is not None]
 
     def finish_version(self, index: str) -> None:
-        with self._writer(index) as writer:
-            writer.commit()
-            writer.garbage_collect_files()
+        self._writer_client(index).finish()
         self._write_state(index, {"state": "ready", "finished_at": time.time()})
 
-    def swap_alias(self, alias: str, index: str, fence: int) -> str | None:
-        if not self.version_exists(index):
-            raise PermanentError(f"cannot point alias {alias!r} at missing index {index!r}")
-        return self.catalogue.swap(alias, index, fence)
+    def observe_fence(self, alias: str, fence: int) -> None:
+        self.catalogue.observe_fence(alias, fence)
+
+    def swap(self, alias: str, new_index: str, expected_previous: str | None, fence: int | None = None) -> None:
+        if not self.version_exists(new_index):
+            raise PermanentError(f"cannot point alias {alias!r} at missing index {new_index!r}")
+        self.catalogue.swap(alias, new_index, expected_previous, fence)
 
     def alias_target(self, alias: str) -> str | None:
         return self.catalogue.get(alias)
@@ -182,13 +166,18 @@ class TantivyTarget(Target):
         _, _, searcher = self._searcher(name)
         return int(searcher.num_docs)
 
-    def scan_hashes(self, name: str) -> Iterator[tuple[str, str]]:
-        _, _, searcher = self._searcher(name)
+    def scan_hashes(self, name: str, ids: Sequence[str] | None = None) -> Iterator[tuple[str, str]]:
+        idx, _, searcher = self._searcher(name)
+        if ids is None:
+            query = tantivy.Query.all_query()
+        elif not ids:
+            return
+        else:
+            query = tantivy.Query.term_set_query(idx.schema, "_id", list(ids))
         total = searcher.num_docs
         if total == 0:
             return
-        hits = searcher.search(tantivy.Query.all_query(), total, count=False).hits
-        for _, addr in hits:
+        for _, addr in searcher.search(query, total, count=False).hits:
             doc = searcher.doc(addr)
             yield doc["_id"][0], doc["_hash"][0]
 

@@ -17,8 +17,10 @@ class TantivyTargetConfig(BaseModel):
     #: Writer heap while bulk loading; a larger heap means fewer, larger segments.
     writer_heap_mb: int = Field(default=256, ge=16)
     writer_threads: int = Field(default=2, ge=1)
-    #: How long a writer waits for another process's commit before reporting a transient error.
+    #: How long a client waits for the index's writer service to start.
     lock_timeout_s: float = Field(default=120.0, gt=0)
+    #: The writer service commits and exits after this long without requests.
+    service_idle_s: float = Field(default=30.0, gt=0)
 
     @classmethod
     def from_url(cls, url: str, base_dir: Path, options: dict[str, Any]) -> TantivyTargetConfig:

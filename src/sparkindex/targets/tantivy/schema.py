@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import decimal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ import orjson
 import tantivy
 
 from sparkindex.errors import DocumentError
+from sparkindex.targets.base import BulkItem
 
 ANALYZERS = {
     "standard": "default",
@@ -80,6 +82,10 @@ def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
 
 
 def _rfc3339(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
     if not isinstance(value, str):
         return value
     # Fast paths for what orjson writes for naive datetimes and dates (the common case).
@@ -96,17 +102,24 @@ def _rfc3339(value: Any) -> Any:
     return parsed.isoformat()
 
 
-def to_tantivy_json(doc_id: str, source: bytes, doc_hash: str, plan: SchemaPlan) -> str:
-    """The JSON Tantivy indexes for one document (fields outside the schema are ignored)."""
-    try:
-        body = orjson.loads(source)
-    except orjson.JSONDecodeError as exc:
-        raise DocumentError(doc_id, f"document is not valid JSON: {exc}", "InvalidJSON") from None
-    if not isinstance(body, dict):
-        raise DocumentError(doc_id, "document must be a JSON object", "InvalidJSON")
+def to_tantivy_json(item: BulkItem, plan: SchemaPlan) -> bytes:
+    """The JSON Tantivy indexes for one document (fields outside the schema are ignored).
+
+    Built from the item's field dict when the builder passed it along, so the canonical bytes are
+    never decoded again; they are stored as ``_source`` as they are.
+    """
+    source = item.source or b"{}"
+    fields = item.fields
+    if fields is None:
+        try:
+            fields = orjson.loads(source)
+        except orjson.JSONDecodeError as exc:
+            raise DocumentError(item.id, f"document is not valid JSON: {exc}", "InvalidJSON") from None
+        if not isinstance(fields, dict):
+            raise DocumentError(item.id, "document must be a JSON object", "InvalidJSON")
     # Tantivy rejects JSON null for every field type; like Elasticsearch, a null is a missing
     # field. `_source` keeps the original bytes, nulls included.
-    body = {k: v for k, v in body.items() if v is not None}
+    body = {k: v for k, v in fields.items() if v is not None}
     for name in plan.dates:
         if name in body:
             body[name] = _rfc3339(body[name])
@@ -120,8 +133,22 @@ def to_tantivy_json(doc_id: str, source: bytes, doc_hash: str, plan: SchemaPlan)
     for src, sub in plan.keyword_subfields:
         if body.get(src) is not None:
             body[sub] = body[src]
-    body["_id"] = doc_id
-    body["_hash"] = doc_hash
-    # Tantivy reads bytes fields from JSON as base64.
+    body["_id"] = item.id
+    body["_hash"] = item.hash or ""
+    # Tantivy reads bytes fields from JSON as base64 (a stored-only text field does not exist).
     body["_source"] = base64.b64encode(source).decode("ascii")
-    return orjson.dumps(body).decode()
+    try:
+        return orjson.dumps(body, default=_json_default, option=orjson.OPT_NAIVE_UTC | orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:
+        raise DocumentError(item.id, str(exc), "UnserializableValue") from None
+
+
+def _json_default(value: Any) -> Any:
+    """Values a builder's field dict may hold that JSON has no type for (as the canonical form has them)."""
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    raise TypeError(f"cannot put a value of type {type(value).__name__} in a document")

@@ -1,7 +1,8 @@
 """Bulk writing with per-item results: retry only the transient failures, with capped backoff.
 
 Modelled on ``streaming_bulk`` in elasticsearch-py: a whole-request transient failure retries the
-request; item-level transient failures retry just those items; permanent item failures are
+request; item-level transient failures retry just those items (the same id may appear twice, as
+a delete and a later index, so items are matched to results by position); permanent item failures are
 returned for the dead-letter store. Nothing here knows about Spark or partitions.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 from sparkindex.errors import TransientError
 from sparkindex.retry import Backoff
-from sparkindex.targets.base import BulkDocument, Target
+from sparkindex.targets.base import BulkItem, Target
 
 log = logging.getLogger(__name__)
 
@@ -28,19 +29,18 @@ class BulkOutcome:
 def bulk_with_retries(
     target: Target,
     index: str,
-    docs: Sequence[BulkDocument],
+    items: Sequence[BulkItem],
     retries: int,
     backoff: Backoff,
     sleep: Callable[[float], None] = time.sleep,
-    assume_new: bool = False,
 ) -> BulkOutcome:
-    """Write *docs*; raise :class:`TransientError` only when retries are exhausted for the request."""
+    """Write *items*; raise :class:`TransientError` only when retries are exhausted for the request."""
     outcome = BulkOutcome()
-    todo = list(docs)
+    todo = list(items)
     attempt = 0
     while todo:
         try:
-            results = target.bulk(index, todo, assume_new=assume_new and attempt == 0)
+            results = target.bulk(index, todo)
         except TransientError as exc:
             if attempt >= retries:
                 raise
@@ -51,13 +51,12 @@ def bulk_with_retries(
             )
             sleep(delay)
             continue
-        retry: list[BulkDocument] = []
-        by_id = {d.id: d for d in todo}
-        for res in results:
+        retry: list[BulkItem] = []
+        for item, res in zip(todo, results, strict=True):  # one result per item, in order
             if res.ok:
                 outcome.success += 1
             elif res.transient and attempt < retries:
-                retry.append(by_id[res.id])
+                retry.append(item)
             else:
                 outcome.failures.append((res.id, res.error_class or "BulkItemError", res.error or "rejected"))
         todo = retry

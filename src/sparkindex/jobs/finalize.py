@@ -1,0 +1,67 @@
+"""Finishing a reindex: only a whole, counted index behind a fenced compare-and-swap goes live.
+
+Readers of an alias must never see a partial index (guarantee 4). So before any alias moves:
+every partition is COMPLETED, the version's settings are restored, and the number of documents
+the index holds equals the number its partitions acknowledged. More would mean duplicates or
+overlapping partitions, fewer a lost write; either way the job fails, naming both counts, and the
+alias stays where it was. The swap itself is a compare-and-swap on the index the alias pointed at
+when this driver took its lock, carrying the lock's fencing token.
+"""
+
+from __future__ import annotations
+
+from sparkindex.coordination.records import JobRecord
+from sparkindex.coordination.states import JobStatus, PartitionStatus
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.targets.base import Target
+
+P = PartitionStatus
+
+
+def finalize_job(
+    store: CoordinationStore,
+    target: Target,
+    job_id: str,
+    fence: dict[str, int],
+    previous: dict[str, str | None],
+    keep_versions: int,
+) -> JobRecord:
+    stats = store.roll_up(job_id, fence=fence)
+    job = store.job(job_id)
+    if job.status == JobStatus.STOPPING:
+        store.reset_orphans(job_id, fence=fence)
+        return store.transition_job(job_id, JobStatus.STOPPED, error="stopped by request", fence=fence)
+    unfinished = {k: v for k, v in stats.items() if not v.done}
+    failed_parts = sum(s.partitions.get(P.FAILED, 0) for s in stats.values())
+    if unfinished or failed_parts:
+        store.reset_orphans(job_id, fence=fence)
+        detail = ", ".join(f"{k}: {v.partitions}" for k, v in stats.items())
+        return store.transition_job(
+            job_id,
+            JobStatus.FAILED,
+            error=f"{failed_parts} partition(s) failed or left unfinished ({detail}); rerun to resume",
+            fence=fence,
+        )
+    mismatches = []
+    for alias, index in job.targets.items():
+        target.finish_version(index)
+        held, acknowledged = target.count(index), stats[alias].success if alias in stats else 0
+        if held != acknowledged:
+            mismatches.append(
+                f"{index} holds {held:,} documents but its partitions acknowledged {acknowledged:,}"
+                + (" (duplicates or overlapping partitions)" if held > acknowledged else " (lost writes)")
+            )
+    if mismatches:
+        return store.transition_job(
+            job_id,
+            JobStatus.FAILED,
+            error="alias not swapped: " + "; ".join(mismatches) + "; rerun with --new after fixing the cause",
+            fence=fence,
+        )
+    for alias, index in job.targets.items():
+        store.locks.check(alias, fence[alias])
+        target.swap(alias, index, previous.get(alias), fence[alias])
+        target.prune_versions(alias, keep_versions)
+    failed_docs = store.dead_letters.count(job_id)
+    status = JobStatus.COMPLETED_WITH_ERRORS if failed_docs else JobStatus.COMPLETED
+    return store.transition_job(job_id, status, fence=fence)

@@ -1,0 +1,49 @@
+"""A job's fingerprint: what its documents are built from, so a rerun resumes only the same job.
+
+Resuming a half-built index with a different mapping, different columns or another source would
+mix two kinds of documents in one version. The fingerprint covers what decides the documents
+(source and target, tables, keys, columns, relations, the mapping), not what only decides speed
+(page and batch sizes, partition size, Spark settings).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from sparkindex.config.model import Pipeline
+from sparkindex.config.secrets import redact_url
+from sparkindex.documents.plan import IndexPlan, RelationPlan
+
+
+def _relation(rel: RelationPlan) -> dict[str, Any]:
+    return {
+        "name": rel.name,
+        "kind": rel.kind,
+        "table": rel.table.name,
+        "emit": rel.emit,
+        "local": rel.local_key,
+        "remote": rel.remote_key,
+        "order": rel.order_by,
+        "children": [_relation(c) for c in rel.children],
+    }
+
+
+def plan_fingerprint(plans: dict[str, tuple[IndexPlan, Any]], pipeline: Pipeline) -> str:
+    described = {
+        "source": redact_url(pipeline.source_url()),
+        "target": redact_url(pipeline.target.url),
+        "indexes": {
+            alias: {
+                "table": plan.table.name,
+                "id": plan.id_columns,
+                "emit": plan.emit,
+                "relations": [_relation(r) for r in plan.relations],
+                "mapping": mapping,
+            }
+            for alias, (plan, mapping) in sorted(plans.items())
+        },
+    }
+    return hashlib.blake2b(orjson.dumps(described, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()

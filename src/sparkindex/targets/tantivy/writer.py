@@ -1,0 +1,119 @@
+"""The client side of an index version's writer service: connect, starting the service if needed.
+
+Any process may be first to write a version (a Spark task, the driver, a DataFrame writer), so
+the one that finds no service starts it, under a file lock so that two never race, and waits
+until it answers. A request whose connection breaks has an unknown outcome; it is reported as
+:class:`TransientError`, and the caller's retry, an upsert, is harmless.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sparkindex.errors import TransientError
+from sparkindex.targets.tantivy.wire import recv_frame, send_frame, service_address
+
+SPAWN_LOCK = ".sparkindex-service.lock"
+SERVICE_LOG = "sparkindex-service.log"
+
+
+class WriterClient:
+    def __init__(self, index_dir: Path, heap_mb: int, threads: int, idle_s: float, start_timeout_s: float) -> None:
+        self.index_dir = index_dir
+        self.heap_mb = heap_mb
+        self.threads = threads
+        self.idle_s = idle_s
+        self.start_timeout_s = start_timeout_s
+        self.address = service_address(index_dir)
+
+    def _try_connect(self) -> socket.socket | None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.address)
+        except (ConnectionRefusedError, FileNotFoundError):
+            sock.close()
+            return None
+        return sock
+
+    def connect(self, start: bool = True) -> socket.socket | None:
+        """A connection to the running service; with *start*, start one if none runs."""
+        sock = self._try_connect()
+        if sock is not None or not start:
+            return sock
+        with open(self.index_dir / SPAWN_LOCK, "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                sock = self._try_connect()
+                if sock is None:
+                    sock = self._spawn_and_connect()
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+        return sock
+
+    def _spawn_and_connect(self) -> socket.socket:
+        args = [str(self.index_dir), str(self.heap_mb), str(self.threads), str(self.idle_s)]
+        with open(self.index_dir / SERVICE_LOG, "ab") as log_fh:
+            proc = subprocess.Popen(  # detached: it outlives the task that started it
+                [sys.executable, "-m", "sparkindex.targets.tantivy.service", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=log_fh,
+                start_new_session=True,
+                close_fds=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        deadline = time.monotonic() + self.start_timeout_s
+        pause = 0.005
+        while time.monotonic() < deadline:
+            sock = self._try_connect()
+            if sock is not None:
+                return sock
+            if proc.poll() not in (None, 0):
+                break
+            time.sleep(pause)  # the service is opening the index; poll with growing pauses
+            pause = min(pause * 2, 0.1)
+        raise TransientError(
+            f"tantivy writer service for {self.index_dir.name!r} did not start "
+            f"(exit {proc.poll()}); see {self.index_dir / SERVICE_LOG}"
+        )
+
+    def request(self, header: dict[str, Any], payload: bytes = b"", start: bool = True) -> dict[str, Any] | None:
+        """One request and its reply; None when no service runs and *start* is False."""
+        sock = self.connect(start)
+        if sock is None:
+            return None
+        try:
+            with sock:
+                send_frame(sock, header, payload)
+                reply, _ = recv_frame(sock)
+        except (ConnectionError, OSError) as exc:
+            raise TransientError(f"tantivy writer service for {self.index_dir.name!r}: {exc}") from exc
+        return reply
+
+    def bulk(self, items: Sequence[tuple[str, str, bytes]]) -> dict[str, list[str]]:
+        """Send (id, op, body) items; return per-item errors once the batch is committed."""
+        header = {"op": "bulk", "items": [[doc_id, op, len(body)] for doc_id, op, body in items]}
+        reply = self.request(header, b"".join(body for _, _, body in items))
+        assert reply is not None
+        if not reply.get("ok"):
+            raise TransientError(f"tantivy index {self.index_dir.name!r}: {reply.get('error')}")
+        errors: dict[str, list[str]] = reply["errors"]
+        return errors
+
+    def finish(self) -> None:
+        """Commit, merge and stop the service (starting one first if none runs, to do it)."""
+        reply = self.request({"op": "finish"})
+        if reply is None or not reply.get("ok"):
+            raise TransientError(f"tantivy index {self.index_dir.name!r}: finish failed: {reply}")
+
+    def stop_if_running(self) -> None:
+        """Make a running service finish and exit (before its directory is deleted)."""
+        self.request({"op": "finish"}, start=False)

@@ -1,0 +1,265 @@
+"""The exactly-once protocol for one partition: claim -> pages -> bulk -> acknowledge -> complete.
+
+One object, one process, no engine: Spark tasks, the tests and verify/repair all run partitions
+through :class:`PartitionWorker`. A partition's cursor moves only after the target acknowledged
+every document before it (a bulk answers only once its items are durable), so a crash loses at
+most the unacknowledged tail, which the next claim re-reads. Every store update carries the claim
+token; a worker whose claim was taken over stops touching the partition.
+
+Reading and writing overlap: one bulk is in flight on a background thread while the next batch is
+read and built, and acknowledgements are recorded in order.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy.exc import DBAPIError
+
+from sparkindex.coordination.records import PartitionRecord
+from sparkindex.coordination.states import JobStatus
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.documents.builder import DocumentBuilder, Page
+from sparkindex.errors import DocumentError, LockLost, TransientError
+from sparkindex.retry import Backoff, retry_transient
+from sparkindex.sources.base import KeyRange
+from sparkindex.targets.base import BulkItem, Target
+from sparkindex.worker.bulk import BulkOutcome, bulk_with_retries
+
+log = logging.getLogger(__name__)
+
+OutcomeStatus = Literal["completed", "released", "failed", "closed", "lost", "skipped"]
+STOP_CHECK_INTERVAL_S = 2.0
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    batch_size: int = 5000
+    batch_bytes: int = 16 * 1024 * 1024
+    retries: int = 5
+    partition_retries: int = 3
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+    claim_timeout_s: float = 300.0
+    #: how long a partition whose target is down stays CLOSED before it may be claimed again
+    reopen_after_s: float = 30.0
+
+    def backoff(self) -> Backoff:
+        return Backoff(self.backoff_initial_s, self.backoff_max_s)
+
+
+@dataclass(frozen=True)
+class PartitionOutcome:
+    partition_id: str
+    entity: str
+    status: OutcomeStatus
+    indexed: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class _Batch:
+    """Documents on their way to the target, with what their acknowledgement will record."""
+
+    items: list[BulkItem] = field(default_factory=list)
+    build_failures: list[tuple[str, str, str]] = field(default_factory=list)
+    bytes: int = 0
+    cursor: tuple[Any, ...] | None = None
+
+
+class _Lease(threading.Thread):
+    """Renews the claim's heartbeat while a page is read or a bulk waits, so a slow partition is
+    never mistaken for a dead one; notices a takeover between acknowledgements."""
+
+    def __init__(self, store: CoordinationStore, rec: PartitionRecord, every_s: float) -> None:
+        super().__init__(name=f"lease-{rec.id[:8]}", daemon=True)
+        self.store, self.rec, self.every_s = store, rec, every_s
+        self.lost: str | None = None
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.every_s):
+            try:
+                self.store.heartbeat(self.rec.id, self.rec.claim_token)
+            except LockLost as exc:
+                self.lost = str(exc)
+                return
+            except (DBAPIError, TransientError) as exc:  # the store is down: the next renewal retries
+                log.warning("lease renewal for partition %s failed: %s", self.rec.id, exc)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+class PartitionWorker:
+    """Runs partitions of one job against one store, source and target (one per process)."""
+
+    def __init__(
+        self,
+        store: CoordinationStore,
+        target: Target,
+        builder: Callable[[str], DocumentBuilder],
+        job_id: str,
+        run_id: str,
+        indexes: dict[str, str],
+        settings: WorkerSettings,
+    ) -> None:
+        self.store = store
+        self.target = target
+        self.builder = builder
+        self.job_id = job_id
+        self.run_id = run_id
+        self.indexes = indexes  # alias -> physical index being built
+        self.s = settings
+        self._next_stop_check = 0.0
+
+    def run(self, partition_id: str, owner: str) -> PartitionOutcome:
+        started = time.monotonic()
+        rec = None
+        if self.store.job(self.job_id).status != JobStatus.STOPPING:
+            rec = self.store.claim(partition_id, owner, self.run_id, self.s.claim_timeout_s)
+        if rec is None:  # stopping, finished, or a live process elsewhere holds it
+            return PartitionOutcome(partition_id, "", "skipped")
+        lease = _Lease(self.store, rec, max(0.5, self.s.claim_timeout_s / 4))
+        lease.start()
+        try:
+            attempt = _Attempt(self, rec, lease)
+            status, error = attempt.run()
+        finally:
+            lease.stop()
+        return PartitionOutcome(
+            rec.id, rec.entity, status, attempt.indexed, attempt.failed, round(time.monotonic() - started, 3), error
+        )
+
+    def stopping(self) -> bool:
+        now = time.monotonic()
+        if now < self._next_stop_check:
+            return False
+        self._next_stop_check = now + STOP_CHECK_INTERVAL_S
+        return self.store.job(self.job_id).status == JobStatus.STOPPING
+
+
+class _Attempt:
+    """One claim of one partition, from its cursor to an outcome."""
+
+    def __init__(self, worker: PartitionWorker, rec: PartitionRecord, lease: _Lease) -> None:
+        self.w = worker
+        self.rec = rec
+        self.lease = lease
+        self.builder = worker.builder(rec.entity)
+        self.index = worker.indexes[rec.entity]
+        self.indexed = 0
+        self.failed = 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bulk")
+        self._in_flight: tuple[_Batch, Future[BulkOutcome]] | None = None
+
+    def run(self) -> tuple[OutcomeStatus, str | None]:
+        rec, s = self.rec, self.w.s
+        try:
+            return self._run()
+        except TransientError as exc:
+            # The target stayed down beyond our retries: stop reading this partition and park it
+            # (CLOSED until reopen_at) rather than hammer a struggling target.
+            self.w.store.close_partition(rec.id, rec.claim_token, time.time() + s.reopen_after_s, f"target: {exc}")
+            return "closed", str(exc)
+        except LockLost as exc:
+            log.warning("%s; leaving the partition to its new owner", exc)
+            return "lost", str(exc)
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _run(self) -> tuple[OutcomeStatus, str | None]:
+        w, rec, s = self.w, self.rec, self.w.s
+        page_size = self.builder.plan.config.page_size
+        rng = KeyRange(rec.range_start, rec.range_end)
+        after = rec.cursor
+        batch = _Batch(cursor=after)
+        while True:
+            if self.lease.lost:
+                raise LockLost(self.lease.lost)
+            if w.stopping():
+                self._send(batch)
+                self._acknowledge()
+                w.store.release(rec.id, rec.claim_token)
+                return "released", None
+            try:
+                page = self._read(rng, after, page_size)
+            except TransientError as exc:  # the source stayed unreachable beyond our retries
+                self._send(batch)
+                self._acknowledge()
+                w.store.fail(rec.id, rec.claim_token, f"source: {exc}", s.partition_retries)
+                return "failed", str(exc)
+            self._add(batch, page)
+            if page.last_key is not None:
+                after = batch.cursor = page.last_key
+            last = page.rows < page_size
+            if last or len(batch.items) >= s.batch_size or batch.bytes >= s.batch_bytes:
+                self._send(batch, final=last)
+                batch = _Batch(cursor=after)
+            if last:
+                return "completed", None
+
+    def _read(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
+        s = self.w.s
+        return retry_transient(
+            lambda: self._page(rng, after, limit),
+            f"reading {self.builder.plan.table.name} after {after}",
+            s.retries,
+            s.backoff(),
+        )
+
+    def _page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
+        try:
+            return self.builder.page(rng, after, limit)
+        except DBAPIError as exc:
+            if exc.connection_invalidated or "locked" in str(exc.orig) or "timeout" in str(exc.orig).lower():
+                raise TransientError(str(exc.orig)) from exc
+            raise
+
+    @staticmethod
+    def _add(batch: _Batch, page: Page) -> None:
+        for d in page.docs:
+            batch.items.append(BulkItem(d.id, d.source, d.hash, fields=d.fields))
+            batch.bytes += len(d.source)
+        batch.build_failures.extend(_failure(f) for f in page.failures)
+
+    def _send(self, batch: _Batch, final: bool = False) -> None:
+        """Acknowledge the batch in flight, then put *batch* in flight (or finish with it)."""
+        self._acknowledge()
+        s = self.w.s
+        future = self._pool.submit(bulk_with_retries, self.w.target, self.index, batch.items, s.retries, s.backoff())
+        self._in_flight = (batch, future)
+        if final:
+            self._acknowledge(complete=True)
+
+    def _acknowledge(self, complete: bool = False) -> None:
+        """Record the in-flight batch once the target has it: dead letters, then cursor and counts."""
+        if self._in_flight is None:
+            if complete:
+                self.w.store.complete(self.rec.id, self.rec.claim_token)
+            return
+        batch, future = self._in_flight
+        self._in_flight = None
+        outcome = future.result()  # TransientError here: the target stayed down
+        rec, store = self.rec, self.w.store
+        failures = [*batch.build_failures, *outcome.failures]
+        if failures:
+            store.dead_letters.add(self.w.job_id, rec.entity, rec.id, failures)
+        if complete:
+            store.complete(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures))
+        else:
+            store.save_progress(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures))
+        self.indexed += outcome.success
+        self.failed += len(failures)
+
+
+def _failure(err: DocumentError) -> tuple[str, str, str]:
+    return err.doc_id, err.error_class, err.reason

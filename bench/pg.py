@@ -1,12 +1,10 @@
-"""PostgreSQL and coordination benchmarks (imported by bench/run.py)."""
+"""PostgreSQL benchmarks: document building and reindex (imported by bench/run.py; claims: bench/claims.py)."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +13,6 @@ import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import normalize_url
-from sparkindex.coordination.records import PartitionSpec
-from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import generate_shop, write_demo_pipeline
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder
@@ -35,43 +31,6 @@ MYSQL = "mysql://root@127.0.0.1:53306/sparkindex"
 
 def services() -> None:
     subprocess.run(["bash", str(ROOT / "scripts" / "test-services.sh")], check=True, capture_output=True)
-
-
-def _claimer(url: str, prefix: str, job_id: str, start: Any) -> int:
-    store = CoordinationStore(url, prefix)
-    store.job(job_id)  # connected and warm before the clock starts
-    start.wait()
-    n = 0
-    while (rec := store.claim_next(job_id, f"c{uuid.uuid4().hex[:6]}")) is not None:
-        store.complete(rec.id, rec.claim_token)
-        n += 1
-    store.close()
-    return n
-
-
-def bench_claims(kind: str, url: str, partitions: int = 3000, claimers: int = 16) -> dict[str, Any]:
-    prefix = f"b{uuid.uuid4().hex[:6]}_"
-    store = CoordinationStore(url, prefix)
-    job = store.create_job(["bench"], {}, "bench")
-    store.add_partitions(job.id, [PartitionSpec("bench", i, None, None, 1, 1, 0) for i in range(partitions)])
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager:
-        start = manager.Barrier(claimers + 1)
-        with ctx.Pool(claimers) as pool:
-            results = [pool.apply_async(_claimer, (url, prefix, job.id, start)) for _ in range(claimers)]
-            start.wait()  # every claimer is connected: the clock starts together with them
-            t0 = time.perf_counter()
-            total = sum(r.get(timeout=600) for r in results)
-            wall = time.perf_counter() - t0
-    assert total == partitions, (total, partitions)
-    store.t.metadata.drop_all(store.engine)
-    return {
-        "bench": "claims",
-        "store": kind,
-        "claimers": claimers,
-        "partitions": partitions,
-        "claims_per_s": round(partitions / wall),
-    }
 
 
 def _docs_per_s(builder: DocumentBuilder) -> float:
@@ -140,13 +99,6 @@ def bench_postgres(rows: int, work: Path) -> list[dict[str, Any]]:
 
 def main_lines(rows: int, work: Path) -> list[str]:
     services()
-    if rows == 0:  # BENCH_ROWS=0: the claim benchmarks only
-        return [
-            orjson.dumps(bench_claims(k, u)).decode()
-            for k, u in [("sqlite", f"sqlite:///{work / 'claims.db'}"), ("postgres", PG), ("mysql", MYSQL)]
-        ]
-    lines = [
-        orjson.dumps(bench_claims(k, u)).decode()
-        for k, u in [("sqlite", f"sqlite:///{work / 'claims.db'}"), ("postgres", PG), ("mysql", MYSQL)]
-    ]
-    return lines + [orjson.dumps(b).decode() for b in bench_postgres(rows, work)]
+    if rows == 0:  # BENCH_ROWS=0: nothing to build (the claims benchmark is bench/claims.py)
+        return []
+    return [orjson.dumps(b).decode() for b in bench_postgres(rows, work)]

@@ -71,11 +71,14 @@ def statements(store: CoordinationStore) -> Iterator[list[str]]:
     def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
         seen.append(statement.split(None, 1)[0].upper())
 
-    sa.event.listen(store.engine, "before_cursor_execute", count)
+    engines = {store.engine, store.single}  # transactions, and the one-statement writes
+    for engine in engines:
+        sa.event.listen(engine, "before_cursor_execute", count)
     try:
         yield seen
     finally:
-        sa.event.remove(store.engine, "before_cursor_execute", count)
+        for engine in engines:
+            sa.event.remove(engine, "before_cursor_execute", count)
 
 
 def test_claim_progress_complete_one_statement_each(store: CoordinationStore) -> None:

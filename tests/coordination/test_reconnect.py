@@ -41,16 +41,17 @@ def test_store_keeps_working_after_a_real_postgres_restart(store_url: tuple[str,
     url, prefix = store_url
     store = CoordinationStore(url, prefix)
     try:
-        assert not store.engine.pool._pre_ping, "the store must not ping on every checkout"
+        assert not store.engine.pool._pre_ping and not store.single.pool._pre_ping, "no ping per checkout"
         job = store.create_job(["products"], {}, "test")
         store.add_partitions(job.id, [spec(0), spec(1)])
         a, b = (p.id for p in store.partitions(job.id))
-        # several pooled connections, all of which the restart will kill
-        conns = [store.engine.connect() for _ in range(3)]
+        # several pooled connections in both pools, all of which the restart will kill
+        conns = [engine.connect() for engine in (store.engine, store.single) for _ in range(3)]
         started = conns[0].execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one()
         for conn in conns:
             conn.close()
-        assert store.engine.pool.checkedin() >= 3, "the pool must hold connections the restart will kill"
+        for engine in (store.engine, store.single):
+            assert engine.pool.checkedin() >= 3, "the pool must hold connections the restart will kill"
 
         try:
             restart_postgres(tmp_path / "pg_ctl.log")

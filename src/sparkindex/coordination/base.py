@@ -73,10 +73,16 @@ def alias_key(aliases: Sequence[str]) -> str:
 
 
 class StoreBase:
-    """One concept of the store over a shared engine and table set (usable on its own)."""
+    """One concept of the store over a shared engine and table set (usable on its own).
 
-    def __init__(self, engine: Engine, tables: Tables) -> None:
+    *single* runs one-statement writes (the worker's claim, progress and completion): on a
+    server an autocommit engine, so each costs one round trip instead of BEGIN, the statement
+    and COMMIT; on SQLite the main engine (its writes need BEGIN IMMEDIATE).
+    """
+
+    def __init__(self, engine: Engine, tables: Tables, single: Engine | None = None) -> None:
         self.engine = engine
+        self.single = single or engine
         self.t = tables
 
     def fence_conditions(self, fence: Fence | None) -> list[sa.ColumnElement[bool]]:

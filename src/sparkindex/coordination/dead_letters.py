@@ -9,6 +9,7 @@ from dataclasses import fields
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from sparkindex.coordination.base import rerun_on_conflict
 from sparkindex.coordination.records import DeadLetter
 
 
@@ -17,6 +18,7 @@ class DeadLetterStore:
         self.engine = engine
         self.t = table
 
+    @rerun_on_conflict
     def add(
         self,
         job_id: str,
@@ -71,6 +73,7 @@ class DeadLetterStore:
                         )
                     )
 
+    @rerun_on_conflict
     def list(self, alias: str | None = None, job_id: str | None = None, limit: int = 1000) -> list[DeadLetter]:
         stmt = (
             sa.select(*(self.t.c[f.name] for f in fields(DeadLetter))).order_by(self.t.c.last_seen.desc()).limit(limit)
@@ -82,6 +85,7 @@ class DeadLetterStore:
         with self.engine.connect() as conn:
             return [DeadLetter(**r._mapping) for r in conn.execute(stmt)]
 
+    @rerun_on_conflict
     def count(self, job_id: str) -> int:
         with self.engine.connect() as conn:
             return int(
@@ -90,6 +94,7 @@ class DeadLetterStore:
                 ).scalar_one()
             )
 
+    @rerun_on_conflict
     def remove(self, alias: str, doc_ids: Sequence[str]) -> int:
         with self.engine.begin() as conn:
             return int(

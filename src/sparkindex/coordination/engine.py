@@ -20,7 +20,10 @@ from sparkindex.coordination.tables import SCHEMA_VERSION, Tables
 from sparkindex.errors import ConfigError, PermanentError
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, autocommit: bool = False) -> Engine:
+    """The store's engine. *autocommit*: for one-statement writes on a server, each statement its
+    own transaction, without the BEGIN and COMMIT round trips (ignored for SQLite, whose writes
+    need BEGIN IMMEDIATE)."""
     if url.startswith("sqlite"):
         engine = sa.create_engine(url, connect_args={"timeout": 60}, poolclass=sa.pool.NullPool)
 
@@ -52,8 +55,9 @@ def make_engine(url: str) -> Engine:
     # and closing overflow connections under load; it grows only as far as it is used.
     # A bounded connect: an unreachable server fails fast enough for the lock keeper to retry
     # (and, after its TTL, to report the lock lost) instead of hanging in a TCP handshake.
+    options: dict[str, Any] = {"isolation_level": "AUTOCOMMIT"} if autocommit else {}
     return sa.create_engine(
-        url, pool_size=16, max_overflow=16, pool_recycle=1800, connect_args={"connect_timeout": 10}
+        url, pool_size=16, max_overflow=16, pool_recycle=1800, connect_args={"connect_timeout": 10}, **options
     )
 
 

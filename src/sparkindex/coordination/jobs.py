@@ -52,6 +52,7 @@ class JobRows(StoreBase):
             )
         return self.job(job_id)
 
+    @rerun_on_conflict
     def job(self, job_id: str) -> JobRecord:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(self.t.job).where(self.t.job.c.id == job_id)).first()
@@ -59,6 +60,7 @@ class JobRows(StoreBase):
             raise PermanentError(f"job {job_id!r} not found in the coordination store")
         return JobRecord.from_row(row)
 
+    @rerun_on_conflict
     def jobs(
         self, aliases: Sequence[str] | None = None, statuses: Sequence[JobStatus] | None = None
     ) -> list[JobRecord]:

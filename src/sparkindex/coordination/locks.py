@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from sparkindex.coordination.base import rerun_on_conflict
 from sparkindex.coordination.records import LockRecord
 from sparkindex.errors import LockHeld, LockLost
 
@@ -23,6 +24,7 @@ class LockManager:
         self.engine = engine
         self.t = table
 
+    @rerun_on_conflict
     def get(self, key: str) -> LockRecord | None:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(self.t).where(self.t.c.lock_key == key)).first()
@@ -97,11 +99,13 @@ class LockManager:
         if res.rowcount != 1:
             raise LockLost(f"lock {key!r}: token {token} no longer holds it")
 
+    @rerun_on_conflict
     def check(self, key: str, token: int) -> None:
         lock = self.get(key)
         if lock is None or lock.token != token or lock.expires_at < time.time():
             raise LockLost(f"lock {key!r}: token {token} no longer holds it")
 
+    @rerun_on_conflict
     def transfer(self, key: str, token: int, from_job: str | None, to_job: str) -> None:
         """Hand the lock to another job atomically (seed: UPDATE ... WHERE jobId = old)."""
         with self.engine.begin() as conn:
@@ -117,6 +121,7 @@ class LockManager:
         if res.rowcount != 1:
             raise LockLost(f"lock {key!r}: transfer from job {from_job} refused")
 
+    @rerun_on_conflict
     def release(self, key: str, token: int) -> bool:
         """Release if still ours. The row stays (with an expired TTL) so the token keeps growing."""
         with self.engine.begin() as conn:

@@ -40,12 +40,16 @@ def claim_order(pt: sa.Table) -> tuple[sa.ColumnElement[Any], ...]:
 
 
 class PartitionRows(StoreBase):
-    def __init__(self, engine: Engine, tables: Tables) -> None:
-        super().__init__(engine, tables)
+    def __init__(self, engine: Engine, tables: Tables, single: Engine | None = None) -> None:
+        super().__init__(engine, tables, single)
         self._returning = engine.dialect.update_returning
+        # Built once: the worker's statements cost no construction and no cache-key work per call.
         self._claim_stmt = self._build_claim()
+        self._progress_stmt = self._build_progress(None)
+        self._complete_stmt = self._build_progress(P.COMPLETED)
 
     # -- planning and reading ----------------------------------------------------------------------
+    @rerun_on_conflict
     def add_partitions(self, job_id: str, specs: Sequence[PartitionSpec]) -> None:
         rows = [
             {
@@ -66,6 +70,7 @@ class PartitionRows(StoreBase):
             for i in range(0, len(rows), 500):
                 conn.execute(self.t.partition.insert(), rows[i : i + 500])
 
+    @rerun_on_conflict
     def partition(self, partition_id: str) -> PartitionRecord:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(self.t.partition).where(self.t.partition.c.id == partition_id)).first()
@@ -73,6 +78,7 @@ class PartitionRows(StoreBase):
             raise PermanentError(f"partition {partition_id!r} not found")
         return PartitionRecord.from_row(row)
 
+    @rerun_on_conflict
     def partitions(self, job_id: str, statuses: Sequence[PartitionStatus] | None = None) -> list[PartitionRecord]:
         """The job's partitions in claim order."""
         pt = self.t.partition
@@ -82,6 +88,7 @@ class PartitionRows(StoreBase):
         with self.engine.connect() as conn:
             return [PartitionRecord.from_row(r) for r in conn.execute(stmt.order_by(*claim_order(pt)))]
 
+    @rerun_on_conflict
     def claimable(self, job_id: str, now: float | None = None) -> list[PartitionRecord]:
         """What a pass hands to its workers, in claim order: PENDING ones and CLOSED ones whose
         ``reopen_at`` has come. (PROCESSING ones come back through :meth:`reclaim_stale`.)"""
@@ -149,7 +156,8 @@ class PartitionRows(StoreBase):
             "b_cutoff": now - stale_after_s,
         }
         pt = self.t.partition
-        with self.engine.begin() as conn:
+        # RETURNING: one autocommit statement; MySQL/MariaDB: UPDATE then SELECT in one transaction
+        with (self.single if self._returning else self.engine).begin() as conn:
             if self._returning:
                 row = conn.execute(self._claim_stmt, params).first()
             elif conn.execute(self._claim_stmt, params).rowcount == 1:
@@ -164,21 +172,40 @@ class PartitionRows(StoreBase):
         return None
 
     # -- progress and outcome (all fenced by the claim token) --------------------------------------
-    @rerun_on_conflict
-    def _fenced(self, partition_id: str, token: int, to: PartitionStatus | None, **values: Any) -> None:
+    def _build_progress(self, to: PartitionStatus | None) -> sa.Update:
+        """The fenced UPDATE of an acknowledged batch (and, with *to*, of the completion it ends):
+        counts added, cursor and writer set when given, lease renewed."""
         pt = self.t.partition
+        ok, bad = sa.bindparam("b_ok", type_=sa.BigInteger), sa.bindparam("b_bad", type_=sa.BigInteger)
+        now = sa.bindparam("b_now", type_=Time)
+        values: dict[str, Any] = {
+            "processed_count": pt.c.processed_count + ok + bad,
+            "success_count": pt.c.success_count + ok,
+            "failed_count": pt.c.failed_count + bad,
+            "cursor": sa.func.coalesce(sa.bindparam("b_cursor", type_=sa.Text), pt.c.cursor),
+            "writer": sa.func.coalesce(sa.bindparam("b_writer", type_=sa.String), pt.c.writer),
+            "last_heartbeat": now,
+        }
         if to is not None:
             check_partition(P.PROCESSING, to)
-            values["status"] = to
-        with self.engine.begin() as conn:
-            res = conn.execute(
-                pt.update()
-                .where(pt.c.id == partition_id, pt.c.claim_token == token, pt.c.status == P.PROCESSING)
-                .values(**values)
+            values.update(status=to, completed_at=now)
+        return (
+            pt.update()
+            .where(
+                pt.c.id == sa.bindparam("b_id"),
+                pt.c.claim_token == sa.bindparam("b_token", type_=sa.BigInteger),
+                pt.c.status == P.PROCESSING,
             )
-            if res.rowcount == 1:
+            .values(**values)
+        )
+
+    @rerun_on_conflict
+    def _run_fenced(self, stmt: sa.Update, params: dict[str, Any], partition_id: str, token: int, to: Any) -> None:
+        with self.single.begin() as conn:
+            if conn.execute(stmt, params).rowcount == 1:
                 return
             if to == P.COMPLETED:  # a rerun whose first run committed but lost its reply: done already
+                pt = self.t.partition
                 done = conn.execute(
                     sa.select(pt.c.id).where(pt.c.id == partition_id, pt.c.claim_token == token, pt.c.status == to)
                 ).first()
@@ -186,20 +213,40 @@ class PartitionRows(StoreBase):
                     return
         raise LockLost(f"partition {partition_id}: claim {token} is no longer the owner")
 
-    def _progress(
-        self, cursor: Sequence[Any] | None, success: int, failed: int, writer: str | None, now: float
-    ) -> dict[str, Any]:
+    def _fenced(self, partition_id: str, token: int, to: PartitionStatus | None, **values: Any) -> None:
+        """A fenced state change off the worker's hot path (release, close, fail)."""
         pt = self.t.partition
-        values: dict[str, Any] = {"last_heartbeat": now}
-        if success or failed:
-            values["processed_count"] = pt.c.processed_count + (success + failed)
-            values["success_count"] = pt.c.success_count + success
-            values["failed_count"] = pt.c.failed_count + failed
-        if cursor is not None:
-            values["cursor"] = dump_key(cursor)
-        if writer is not None:
-            values["writer"] = writer
-        return values
+        if to is not None:
+            check_partition(P.PROCESSING, to)
+            values["status"] = to
+        stmt = (
+            pt.update()
+            .where(pt.c.id == partition_id, pt.c.claim_token == token, pt.c.status == P.PROCESSING)
+            .values(**values)
+        )
+        self._run_fenced(stmt, {}, partition_id, token, to)
+
+    def _progress(
+        self,
+        stmt: sa.Update,
+        partition_id: str,
+        token: int,
+        cursor: Sequence[Any] | None,
+        success: int,
+        failed: int,
+        writer: str | None,
+        to: PartitionStatus | None,
+    ) -> None:
+        params = {
+            "b_id": partition_id,
+            "b_token": token,
+            "b_ok": success,
+            "b_bad": failed,
+            "b_cursor": dump_key(cursor),
+            "b_writer": writer,
+            "b_now": time.time(),
+        }
+        self._run_fenced(stmt, params, partition_id, token, to)
 
     def save_progress(
         self,
@@ -211,11 +258,11 @@ class PartitionRows(StoreBase):
         writer: str | None = None,
     ) -> None:
         """Record an acknowledged batch: move the cursor, add the counts, renew the lease."""
-        self._fenced(partition_id, token, None, **self._progress(cursor, success, failed, writer, time.time()))
+        self._progress(self._progress_stmt, partition_id, token, cursor, success, failed, writer, None)
 
     def heartbeat(self, partition_id: str, token: int) -> None:
         """Renew the lease while a long page is being read (no batch acknowledged yet)."""
-        self._fenced(partition_id, token, None, last_heartbeat=time.time())
+        self._progress(self._progress_stmt, partition_id, token, None, 0, 0, None, None)
 
     def complete(
         self,
@@ -227,9 +274,7 @@ class PartitionRows(StoreBase):
         writer: str | None = None,
     ) -> None:
         """Finish the partition, its last acknowledged batch folded in: one statement, not two."""
-        now = time.time()
-        values = self._progress(cursor, success, failed, writer, now)
-        self._fenced(partition_id, token, P.COMPLETED, completed_at=now, **values)
+        self._progress(self._complete_stmt, partition_id, token, cursor, success, failed, writer, P.COMPLETED)
 
     def release(self, partition_id: str, token: int) -> None:
         """Give a partition back untouched by failure (graceful stop); its cursor is kept."""

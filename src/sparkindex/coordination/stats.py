@@ -6,11 +6,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sparkindex.coordination.base import StoreBase
+from sparkindex.coordination.base import StoreBase, rerun_on_conflict
 from sparkindex.coordination.records import EntityStats
 
 
 class PartitionStats(StoreBase):
+    @rerun_on_conflict
     def stats(self, job_id: str) -> dict[str, EntityStats]:
         """One GROUP BY over the job's partitions: estimated and processed counts per entity and
         the number of partitions in each state (what `status`, the web page and finalize read)."""

@@ -35,12 +35,14 @@ class CoordinationStore(JobRows, PartitionRows, PartitionStats):
             raise TransientError(
                 f"coordination store {redact_url(url)} is unreachable: {redact_url(str(exc.orig)).strip()}"
             ) from None
-        super().__init__(engine, tables)
+        single = None if engine.dialect.name == "sqlite" else make_engine(url, autocommit=True)
+        super().__init__(engine, tables, single)
         self.locks = LockManager(engine, tables.lock)
         self.dead_letters = DeadLetterStore(engine, tables.dead_letter)
 
     def close(self) -> None:
         self.engine.dispose()
+        self.single.dispose()
 
     def roll_up(self, job_id: str, *, fence: Fence | None = None) -> dict[str, EntityStats]:
         """Copy the partition totals onto the job row (what `status` and the web page show)."""

@@ -98,14 +98,14 @@ def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
             if not jobs:
                 return False
             for p in store.partitions(jobs[0].id, [P.PROCESSING]):
-                if p.cursor is not None and p.writer and p.success_count < p.estimated_count // 2:
-                    victim.update(pid=p.id, writer=p.writer, cursor=p.cursor)
+                if p.cursor is not None and p.owner and p.success_count < p.estimated_count // 2:
+                    victim.update(pid=p.id, owner=p.owner, cursor=p.cursor)
                     return True
             return False
 
         wait_for(mid_partition, 300, "a partition half-way through")
-        worker_pid = int(str(victim["writer"]).split(":")[1])
-        os.kill(worker_pid, signal.SIGKILL)  # the Python worker writing that partition, mid-way
+        worker_pid = int(str(victim["owner"]).split(":")[1])  # host:pid:run:task
+        os.kill(worker_pid, signal.SIGKILL)  # the Python worker reading, building and writing that partition
         out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:

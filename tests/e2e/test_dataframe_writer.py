@@ -26,7 +26,7 @@ BAD_ID = 4242
 def target(tmp_path: Path) -> TantivyTarget:
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "idx"))
     index = target.create_version("people", MAPPING)
-    target.swap_alias("people", index, fence=1)
+    target.swap("people", index, None, fence=1)
     return target
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import fcntl
 import random
+import time
 from pathlib import Path
 
 import orjson
@@ -11,9 +11,9 @@ import pytest
 
 from sparkindex.errors import PermanentError, TransientError
 from sparkindex.retry import Backoff, retry_transient
-from sparkindex.spark.bulk import bulk_with_retries
-from sparkindex.targets.base import BulkDocument
+from sparkindex.targets.base import BulkItem
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
+from sparkindex.worker.bulk import bulk_with_retries
 
 
 # -- Backoff ---------------------------------------------------------------------------------------
@@ -138,9 +138,9 @@ def test_retry_transient_stops_at_the_deadline() -> None:
 MAPPING = {"properties": {"name": {"type": "text"}, "stock": {"type": "long"}}}
 
 
-def doc(doc_id: str, body: dict[str, object]) -> BulkDocument:
+def doc(doc_id: str, body: dict[str, object]) -> BulkItem:
     raw = orjson.dumps(body)
-    return BulkDocument(doc_id, raw, f"hash-{doc_id}")
+    return BulkItem(doc_id, raw, f"hash-{doc_id}")
 
 
 def test_bulk_with_retries_returns_rejected_document_and_writes_the_rest(tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ def test_bulk_with_retries_returns_rejected_document_and_writes_the_rest(tmp_pat
 def test_bulk_with_retries_invalid_json_is_a_document_failure(tmp_path: Path) -> None:
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path))
     index = target.create_version("t", MAPPING)
-    docs = [doc("1", {"name": "ok", "stock": 1}), BulkDocument("2", b"{not json", "h"), BulkDocument("3", b"[1]", "h")]
+    docs = [doc("1", {"name": "ok", "stock": 1}), BulkItem("2", b"{not json", "h"), BulkItem("3", b"[1]", "h")]
     outcome = bulk_with_retries(target, index, docs, retries=1, backoff=Backoff(jitter=0.0), sleep=lambda _s: None)
     assert outcome.success == 1
     assert sorted((f[0], f[1]) for f in outcome.failures) == [("2", "InvalidJSON"), ("3", "InvalidJSON")]
@@ -183,15 +183,15 @@ def test_bulk_with_retries_to_a_missing_index_is_permanent(tmp_path: Path) -> No
 
 
 class HeldWriterLock:
-    """Holds the Tantivy writer lock of *index* from this process, as a committing peer would."""
+    """Holds Tantivy's own writer lock of *index* from this process (a stray writer), so that the
+    index's writer service cannot open its writer and the target is unavailable until release."""
 
     def __init__(self, target: TantivyTarget, index: str) -> None:
-        self.fh = open(target.root / index / ".sparkindex-writer.lock", "a+b")  # noqa: SIM115
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        idx, _ = target._index(index)
+        self.writer = idx.writer(16 * 1024 * 1024, 1)
 
     def release(self) -> None:
-        fcntl.flock(self.fh, fcntl.LOCK_UN)
-        self.fh.close()
+        self.writer.wait_merging_threads()  # consumes and drops the writer, releasing the lock
 
 
 def test_bulk_with_retries_retries_a_busy_writer_lock(tmp_path: Path) -> None:
@@ -203,7 +203,13 @@ def test_bulk_with_retries_retries_a_busy_writer_lock(tmp_path: Path) -> None:
     def sleep(delay: float) -> None:
         slept.append(delay)
         if len(slept) == 2:
-            held.release()  # the peer finishes its commit during our second pause
+            held.release()  # the stray writer goes away during our second pause...
+            client = target._writer_client(index)
+            deadline = time.monotonic() + 30
+            while (sock := client.connect(start=False)) is None:  # ...and the waiting service opens
+                assert time.monotonic() < deadline, "the writer service never came up"
+                time.sleep(0.01)
+            sock.close()
 
     docs = [doc(str(i), {"name": f"n{i}", "stock": i}) for i in range(3)]
     outcome = bulk_with_retries(target, index, docs, retries=5, backoff=Backoff(initial_s=0.5, jitter=0.0), sleep=sleep)

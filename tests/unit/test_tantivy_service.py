@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -34,10 +35,8 @@ def wait_gone(pid: int, timeout_s: float = 30) -> None:
             os.kill(pid, 0)
         except ProcessLookupError:
             return
-        try:  # reap it if it is our child (it is not: the service runs in its own session)
+        with contextlib.suppress(ChildProcessError):  # reap it if this process started it
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
         time.sleep(0.02)
     raise AssertionError(f"process {pid} still alive")
 

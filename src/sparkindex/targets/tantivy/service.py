@@ -185,7 +185,7 @@ class WriterService:
     # -- lifetime ----------------------------------------------------------------------------------
     def run(self, listener: socket.socket) -> None:
         threading.Thread(target=self.committer, name="committer", daemon=True).start()
-        listener.settimeout(0.5)
+        listener.settimeout(0.1)  # how soon a finished or idle service stops accepting
         while not self.done.is_set():
             try:
                 conn, _ = listener.accept()

@@ -58,10 +58,10 @@ class WriterClient:
                 fcntl.flock(fh, fcntl.LOCK_UN)
         return sock
 
-    def _spawn_and_connect(self) -> socket.socket:
+    def _spawn(self) -> subprocess.Popen[bytes]:
         args = [str(self.index_dir), str(self.heap_mb), str(self.threads), str(self.idle_s)]
         with open(self.index_dir / SERVICE_LOG, "ab") as log_fh:
-            proc = subprocess.Popen(  # detached: it outlives the task that started it
+            return subprocess.Popen(  # detached: it outlives the task that started it
                 [sys.executable, "-m", "sparkindex.targets.tantivy.service", *args],
                 stdin=subprocess.DEVNULL,
                 stdout=log_fh,
@@ -70,13 +70,21 @@ class WriterClient:
                 close_fds=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
+
+    def _spawn_and_connect(self) -> socket.socket:
+        """Start a service and connect. A service that is still exiting holds the address, so a
+        new one loses the race and exits at once; then start another until one answers."""
         deadline = time.monotonic() + self.start_timeout_s
+        proc = self._spawn()
         pause = 0.005
         while time.monotonic() < deadline:
             sock = self._try_connect()
             if sock is not None:
                 return sock
-            if proc.poll() not in (None, 0):
+            code = proc.poll()
+            if code == 0:
+                proc = self._spawn()
+            elif code is not None:
                 break
             time.sleep(pause)  # the service is opening the index; poll with growing pauses
             pause = min(pause * 2, 0.1)
@@ -86,17 +94,25 @@ class WriterClient:
         )
 
     def request(self, header: dict[str, Any], payload: bytes = b"", start: bool = True) -> dict[str, Any] | None:
-        """One request and its reply; None when no service runs and *start* is False."""
-        sock = self.connect(start)
-        if sock is None:
-            return None
-        try:
-            with sock:
-                send_frame(sock, header, payload)
-                reply, _ = recv_frame(sock)
-        except (ConnectionError, OSError) as exc:
-            raise TransientError(f"tantivy writer service for {self.index_dir.name!r}: {exc}") from exc
-        return reply
+        """One request and its reply; None when no service runs and *start* is False.
+
+        A connection reset before any reply is retried once on a fresh connection: it is what a
+        client meets when it connects to a service in its last moments (after ``finish`` or an
+        idle exit). Every request is safe to repeat (bulk items are upserts and deletes by id).
+        """
+        for attempt in (1, 2):
+            sock = self.connect(start)
+            if sock is None:
+                return None
+            try:
+                with sock:
+                    send_frame(sock, header, payload)
+                    reply, _ = recv_frame(sock)
+                return reply
+            except (ConnectionError, OSError) as exc:
+                if attempt == 2:
+                    raise TransientError(f"tantivy writer service for {self.index_dir.name!r}: {exc}") from exc
+        raise AssertionError("unreachable")
 
     def bulk(self, items: Sequence[tuple[str, str, bytes]]) -> dict[str, list[str]]:
         """Send (id, op, body) items; return per-item errors once the batch is committed."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -84,6 +85,8 @@ class ReindexJob:
         self.progress = progress or SilentProgress()
         self._spark_factory = spark_factory
         self._spark_session: Any = None
+        self._spark_thread: threading.Thread | None = None
+        self._spark_error: BaseException | None = None
         self.run_id = uuid.uuid4().hex[:12]
         self.holder = holder_name(self.run_id)
         self.job_group = f"sparkindex-{self.run_id}"
@@ -95,7 +98,8 @@ class ReindexJob:
         check_store_reachable_by_executors(p)
         source = open_source(p.source_url(), p.job.source_timeout_s)
         target = open_target(p.target.url, p.base_dir, p.target.options)
-        plans = resolve_plans(p, source, self.aliases)
+        plans = resolve_plans(p, source, self.aliases)  # config and schema errors first, before any JVM
+        self._start_spark()
         fingerprint = plan_fingerprint(plans, p)
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         tokens = self._lock_all(store)
@@ -201,15 +205,35 @@ class ReindexJob:
         return store.transition_job(job.id, JobStatus.READY, fence=fence)
 
     # -- running -----------------------------------------------------------------------------------
-    def _spark(self) -> Any:
-        if self._spark_session is None:
-            if self._spark_factory is None:
-                from sparkindex.spark.session import build_session
+    def _start_spark(self) -> None:
+        """Start the SparkSession on a thread while the driver plans: the JVM's start-up (seconds)
+        overlaps the schema reads, locking and partition planning instead of following them."""
+        if self._spark_factory is not None:
+            return
 
+        def start() -> None:
+            from sparkindex.spark.session import build_session
+
+            try:
                 log_path = self.pipeline.base_dir / ".sparkindex" / "spark.log"
                 self._spark_session = build_session(self.pipeline.spark, log_path)
-            else:
-                self._spark_session = self._spark_factory()
+            except BaseException as exc:  # noqa: BLE001 - handed to the thread that needs the session
+                self._spark_error = exc
+
+        self._spark_thread = threading.Thread(target=start, name="sparkindex-spark-start", daemon=True)
+        self._spark_thread.start()
+
+    def _spark(self) -> Any:
+        if self._spark_thread is not None:
+            self._spark_thread.join()
+            self._spark_thread = None
+        if self._spark_error is not None:
+            raise self._spark_error
+        if self._spark_session is None:
+            if self._spark_factory is None:
+                self._start_spark()
+                return self._spark()
+            self._spark_session = self._spark_factory()
         return self._spark_session
 
     def _run_passes(self, store: CoordinationStore, job: JobRecord, keeper: LockKeeper) -> None:

@@ -83,8 +83,10 @@ def run_cli(pipeline: Path, verb: str = "reindex", *extra: str, timeout: float =
 
 
 def spawn_reindex(pipeline: Path, capture: bool = False) -> subprocess.Popen[str]:
-    """``reindex --new`` in its own session, so its process group holds the driver, the Spark JVM
-    and the Python workers: the group can be sampled (memory) or SIGKILLed as one (resume)."""
+    """``reindex --new`` in its own session, so killing it never touches the benchmark's own group.
+
+    Its tree (driver, Spark JVM, Python workers) is found by parent pid: see bench/memory.py.
+    """
     return subprocess.Popen(
         cli_command(pipeline, "reindex", "--new"),
         cwd=pipeline.parent,

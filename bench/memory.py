@@ -3,7 +3,7 @@
 Why: a worker that accumulates per-partition state (ids, hashes, a whole partition's documents)
 grows with the data and dies on the first real table; one that streams pages stays flat. So the
 pipeline runs twice end to end (100k and 1M rows by default) while a sampler watches every
-process in the reindex's process group: the Spark Python workers (``pyspark.daemon`` /
+process below the reindex (by parent pid): the Spark Python workers (``pyspark.daemon`` /
 ``pyspark.worker`` in their command line) and the driver. ``VmHWM`` in ``/proc/PID/status`` is the
 kernel's own high-water mark of a process's resident set, so sampling every 0.2 s only has to see
 each process once before it exits, not at its peak.
@@ -13,6 +13,7 @@ each process once before it exits, not at its peak.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -28,17 +29,27 @@ from bench.large import large_dataset, last_json, spawn_reindex
 WORKER_MARKS = ("pyspark.daemon", "pyspark.worker", "pyspark/daemon.py", "pyspark/worker.py")
 
 
-def group_pids(pgid: int) -> list[int]:
-    """Every live process in process group *pgid* (the reindex, its JVM and the Python workers)."""
-    out = []
+def descendants(root: int) -> list[int]:
+    """*root* and every live process below it, by parent pid.
+
+    Not by process group: PySpark's daemon calls ``setpgid(0, 0)``, so the Python workers it forks
+    live in a group of their own, outside the reindex's session group.
+    """
+    children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            if os.getpgid(int(entry)) == pgid:
-                out.append(int(entry))
-        except (ProcessLookupError, PermissionError):
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
             continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
     return out
 
 
@@ -59,15 +70,29 @@ def vm_hwm_kb(pid: int) -> int:
     return 0
 
 
-def kill_group(pgid: int) -> None:
-    """SIGKILL the whole group, then anything of it that survived the first signal."""
-    for _ in range(5):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
+def kill_tree(root: int) -> None:
+    """SIGKILL *root*, everything below it and their process groups (the Spark workers' included).
+
+    The tree is read before the first signal: once the driver dies its children are re-parented and
+    can no longer be found from it. Repeated until nothing of it is left alive.
+    """
+    pids = set(descendants(root))
+    for _ in range(10):
+        groups = set()
+        for pid in list(pids):
+            try:
+                groups.add(os.getpgid(pid))
+            except ProcessLookupError:
+                pids.discard(pid)
+        for pgid in groups - {os.getpgid(0)}:  # never our own group
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         time.sleep(0.2)
-        if not [p for p in group_pids(pgid) if not _zombie(p)]:
+        pids = {p for p in pids if not _zombie(p)}
+        if not pids:
             return
 
 
@@ -80,15 +105,14 @@ def _zombie(pid: int) -> bool:
 
 @dataclass
 class PeakSampler:
-    """Samples VmHWM of a process group's members until stopped; keeps each process's maximum."""
+    """Samples VmHWM of the reindex's process tree until stopped; keeps each process's maximum."""
 
-    pgid: int
     driver_pid: int
     every_s: float = 0.2
     workers: dict[int, int] = field(default_factory=dict)  # pid -> peak kB
     driver_kb: int = 0
     jvm_kb: int = 0
-    others_kb: int = 0  # other Python processes of the group (e.g. a Tantivy writer service)
+    others_kb: int = 0  # other Python processes of the tree (e.g. a Tantivy writer service)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -98,7 +122,7 @@ class PeakSampler:
         return self
 
     def sample(self) -> None:
-        for pid in group_pids(self.pgid):
+        for pid in descendants(self.driver_pid):
             kb = vm_hwm_kb(pid)
             if pid == self.driver_pid:
                 self.driver_kb = max(self.driver_kb, kb)
@@ -126,13 +150,12 @@ class PeakSampler:
 def measure(pipeline: Path, rows: int, timeout: float = 7200) -> dict[str, Any]:
     """Run ``reindex --new`` under the sampler; the peaks in MB and the run's summary."""
     proc = spawn_reindex(pipeline, capture=True)
-    pgid = proc.pid
-    sampler = PeakSampler(pgid, proc.pid).start()
+    sampler = PeakSampler(proc.pid).start()
     try:
         stdout, _ = proc.communicate(timeout=timeout)
     finally:
         sampler.stop()
-        kill_group(pgid)  # a leftover daemon must not outlive the measurement
+        kill_tree(proc.pid)  # a leftover daemon must not outlive the measurement
     summary = last_json(stdout)
     if summary.get("indexed") != rows:
         raise RuntimeError(f"reindex did not index {rows} documents: {summary}")
@@ -149,11 +172,20 @@ def measure(pipeline: Path, rows: int, timeout: float = 7200) -> dict[str, Any]:
 def bench_memory(small: int | None = None, large: int | None = None, source: str = "sqlite") -> dict[str, Any]:
     small = small or int(os.environ.get("BENCH_MEMORY_SMALL", "100000"))
     large = large or int(os.environ.get("BENCH_MEMORY_LARGE", "1000000"))
-    result: dict[str, Any] = {"bench": "memory", "source": source, "rows_small": small, "rows_large": large}
+    # A fixed partition size, as a user's config has: more rows make more partitions, and a worker
+    # that streams pages stays flat however many it processes (a per-partition buffer would not).
+    part = int(os.environ.get("BENCH_MEMORY_PARTITION", "10000"))
+    result: dict[str, Any] = {
+        "bench": "memory",
+        "source": source,
+        "rows_small": small,
+        "rows_large": large,
+        "partition_size": part,
+    }
     for label, rows in (("small", small), ("large", large)):
         work = Path(tempfile.mkdtemp(prefix=f"sparkindex-bench-mem-{label}-"))
         try:
-            with large_dataset(source, rows, work) as pipeline:
+            with large_dataset(source, rows, work, partition_size=part) as pipeline:
                 m = measure(pipeline, rows)
         finally:
             shutil.rmtree(work, ignore_errors=True)

@@ -3,8 +3,8 @@
 Why: sparkindex's promise is that a rebuild is resumable, so after a crash at 50 % the rerun
 should cost about half a full run plus start-up (issue 6's target: <= 0.6x), and the index must
 still equal the source (verify: missing 0, duplicates 0). A graceful stop would prove nothing:
-the kill is a SIGKILL of the whole process group (driver, Spark JVM, Python workers), started in
-its own session, so nothing gets to flush, release or say goodbye.
+the kill is a SIGKILL of the whole process tree (driver, Spark JVM, Python workers and their
+process groups) at once, so nothing gets to flush, release or say goodbye.
 
 "Half way" is read from the coordination store, the same place the rerun resumes from: the sum
 of the partitions' acknowledged ``success_count`` for the killed job. The tables are found by
@@ -26,7 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bench.large import large_dataset, run_cli, spawn_reindex
-from bench.memory import kill_group
+from bench.memory import kill_tree
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import normalize_url
 
@@ -77,7 +77,7 @@ class AckProbe:
 
 
 def kill_at(pipeline: Path, rows: int, fraction: float, not_job: str | None, timeout: float = 3600) -> dict[str, Any]:
-    """Start ``reindex --new``; SIGKILL its process group once *fraction* of *rows* are acknowledged."""
+    """Start ``reindex --new``; SIGKILL its whole process tree once *fraction* of *rows* are acknowledged."""
     p = load_pipeline(pipeline)
     probe = AckProbe(p.coordination_url(), p.coordination.prefix)
     proc = spawn_reindex(pipeline)
@@ -86,7 +86,7 @@ def kill_at(pipeline: Path, rows: int, fraction: float, not_job: str | None, tim
         while True:
             job_id, acked = probe.acknowledged(not_job)
             if acked >= fraction * rows:
-                kill_group(proc.pid)
+                kill_tree(proc.pid)
                 proc.wait()
                 return {
                     "killed_at_pct": round(100 * acked / rows, 1),
@@ -99,7 +99,7 @@ def kill_at(pipeline: Path, rows: int, fraction: float, not_job: str | None, tim
                 raise RuntimeError("timed out waiting for half of the documents")
             time.sleep(0.1)
     finally:
-        kill_group(proc.pid)
+        kill_tree(proc.pid)
         probe.close()
 
 

@@ -13,8 +13,10 @@ Every reindex figure is end to end (``sparkindex reindex`` as a subprocess, Spar
 included) against the naive single-process loop (bench/naive.py) on the same data in the same run.
 
 Sizes: ``BENCH_ROWS`` (shop and pg, default 1,000,000), ``BENCH_LARGE_ROWS`` (default 500,000),
-``BENCH_RESUME_ROWS`` (default: the large rows), ``BENCH_MEMORY_SMALL``/``BENCH_MEMORY_LARGE``
-(100,000 / 1,000,000). ``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
+``BENCH_RESUME_ROWS`` (default: the large rows; ``BENCH_RESUME_SOURCE`` postgres or sqlite),
+``BENCH_MEMORY_SMALL``/``BENCH_MEMORY_LARGE`` (100,000 / 1,000,000, partitions of
+``BENCH_MEMORY_PARTITION`` = 10,000 rows), ``BENCH_LARGE_SOURCES`` (sqlite,postgres).
+``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
 
     make bench
     BENCH=large,resume BENCH_LARGE_ROWS=500000 .venv/bin/python -m bench.run
@@ -43,6 +45,7 @@ QUICK = {
     "BENCH_RESUME_ROWS": "20000",
     "BENCH_MEMORY_SMALL": "10000",
     "BENCH_MEMORY_LARGE": "50000",
+    "BENCH_MEMORY_PARTITION": "2000",
 }
 
 

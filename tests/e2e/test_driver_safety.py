@@ -1,0 +1,188 @@
+"""The driver on real Spark: a failed pass leaves no partition behind, a lost lock stops the Spark
+job at once, and pipeline secrets never reach Spark's configuration, plans or UI data."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkindex.coordination.records import EntityStats
+from sparkindex.coordination.states import JobStatus, PartitionStatus
+from sparkindex.errors import LockLost
+from sparkindex.jobs.planning import resolve_plans
+from sparkindex.jobs.reindex import ReindexJob, ReindexSummary
+from sparkindex.jobs.verify import verify_alias
+from sparkindex.sources.registry import open_source
+from sparkindex.spark.partition_job import SUMMARY_DDL, PartitionTasks
+from sparkindex.targets.registry import open_target
+from tests.e2e.guarantee_helpers import pg_table, write_pipeline
+from tests.e2e.shop import make_shop, store_of, wait_for
+
+pytestmark = pytest.mark.slow
+P = PartitionStatus
+
+
+class Phases:
+    """A progress listener that records the driver's phases."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def phase(self, text: str) -> None:
+        self.seen.append(text)
+
+    def stats(self, stats: dict[str, EntityStats]) -> None:
+        return None
+
+
+def start(job: ReindexJob) -> tuple[threading.Thread, dict[str, Any]]:
+    """``job.run()`` on a thread; its summary or exception lands in the returned dict."""
+    result: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            result["summary"] = job.run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            result["error"] = exc
+        result["ended"] = time.monotonic()
+
+    thread = threading.Thread(target=go, name="reindex-driver", daemon=True)
+    thread.start()
+    return thread, result
+
+
+def partitions_where(store: Any, predicate: Callable[[list[Any]], bool]) -> Callable[[], bool]:
+    def check() -> bool:
+        jobs = store.jobs(["products"])
+        return bool(jobs) and predicate(store.partitions(jobs[0].id))
+
+    return check
+
+
+# -- a failed pass -------------------------------------------------------------------------------------
+def test_partitions_left_processing_by_a_failed_pass_are_retried_by_the_next_pass(tmp_path: Path, spark: Any) -> None:
+    # Long partitions of small batches: one cut off early in pass 1 cannot finish on its own.
+    pipeline = make_shop(tmp_path, products=8000, partition_size=2000, page_size=50, batch_size=50)
+    store = store_of(pipeline)
+    phases = Phases()
+    job = ReindexJob(pipeline, progress=phases, spark_factory=lambda: spark)
+    thread, result = start(job)
+    cut: dict[str, Any] = {}
+    try:
+
+        def one_done_one_just_started(parts: list[Any]) -> bool:
+            early = [p for p in parts if p.status == P.PROCESSING and 0 < p.success_count <= p.estimated_count // 4]
+            if any(p.status == P.COMPLETED for p in parts) and early:
+                cut.update(victim=early[0].id, done={p.id for p in parts if p.status == P.COMPLETED})
+                return True
+            return False
+
+        wait_for(partitions_where(store, one_done_one_just_started), 300, "a partition done and one just started")
+        spark.sparkContext.cancelJobGroup(job.job_group)  # pass 1's Spark job fails under its tasks
+    finally:
+        thread.join(timeout=600)
+    assert "error" not in result, result.get("error")
+    summary: ReindexSummary = result["summary"]
+    assert summary.status == "COMPLETED", store.job(summary.job_id).error_message
+    assert summary.indexed == summary.source_rows == 8000
+    assert any(t.startswith("pass 1 failed") for t in phases.seen), phases.seen
+    assert any(t.startswith("pass 2:") for t in phases.seen), phases.seen
+    parts = {p.id: p for p in store.partitions(summary.job_id)}
+    assert all(p.status == P.COMPLETED for p in parts.values())
+    assert sum(p.success_count for p in parts.values()) == 8000, "acknowledged work counted once"
+    victim = parts[cut["victim"]]
+    assert victim.claims >= 2, "the partition cut off in pass 1 was claimed again by pass 2"
+    assert victim.retry_count == 0, "a failed pass is not the partition's failure"
+    assert all(parts[pid].claims == 1 for pid in cut["done"]), "completed partitions are never redone"
+    source = open_source(pipeline.source_url())
+    plan, _ = resolve_plans(pipeline, source, ["products"])["products"]
+    report = verify_alias(source, open_target(pipeline.target.url, pipeline.base_dir), plan)
+    assert (report.missing, report.extra, report.stale, report.duplicates, report.index_docs) == (0, 0, 0, 0, 8000)
+
+
+# -- a lost lock -------------------------------------------------------------------------------------
+def test_a_lost_lock_aborts_the_spark_job(tmp_path: Path, spark: Any) -> None:
+    pipeline = make_shop(
+        tmp_path,
+        products=12_000,
+        partition_size=500,
+        page_size=100,
+        batch_size=100,
+        extra_yaml="  lock_ttl_s: 2.0\n  lock_refresh_s: 0.2\n",
+    )
+    store = store_of(pipeline)
+    target = open_target(pipeline.target.url, pipeline.base_dir)
+    job = ReindexJob(pipeline, spark_factory=lambda: spark)
+    thread, result = start(job)
+    try:
+        wait_for(partitions_where(store, lambda ps: any(p.status == P.COMPLETED for p in ps)), 300, "a partition done")
+        stolen_at = time.monotonic()
+        thief = store.locks.acquire("products", "thief", 60.0, holder_is_dead=lambda _: True)
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the driver kept running after its lock was taken"
+    finally:
+        thread.join(timeout=600)
+    error = result.get("error")
+    summary = result.get("summary")
+    assert isinstance(error, LockLost) or (summary is not None and summary.status != "COMPLETED"), result
+    assert result["ended"] - stolen_at < 20, "the loss must stop the job promptly, not at its end"
+    jid = store.jobs(["products"])[0].id
+    parts = store.partitions(jid)
+    assert not all(p.status == P.COMPLETED for p in parts), "the job ran to its end despite the lost lock"
+    assert store.job(jid).status not in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS)
+    assert target.alias_target("products") is None, "a driver without its lock moved the alias"
+    lock = store.locks.get("products")
+    assert lock is not None and (lock.holder, lock.token) == ("thief", thief)
+
+    tracker = spark.sparkContext.statusTracker()
+    spark_jobs = tracker.getJobIdsForGroup(job.job_group)
+    assert spark_jobs, "the driver ran its passes in its job group"
+
+    def group_idle() -> bool:
+        infos = [tracker.getJobInfo(j) for j in spark_jobs]
+        return all(i is None or i.status != "RUNNING" for i in infos)
+
+    wait_for(group_idle, 30, "the driver's Spark jobs to end")
+    statuses = {tracker.getJobInfo(j).status for j in spark_jobs if tracker.getJobInfo(j) is not None}
+    assert "FAILED" in statuses, f"the running Spark job was cancelled, not left to finish: {statuses}"
+
+
+# -- secrets -----------------------------------------------------------------------------------------
+PASSWORD = "S3cretPW"
+
+
+@pytest.mark.postgres
+def test_secrets_never_reach_spark(tmp_path: Path, spark: Any, services: dict[str, str]) -> None:
+    url = f"postgresql://sparkindex:{PASSWORD}@127.0.0.1:55432/sparkindex"  # trust auth accepts any password
+    rows = [(i, f"item {i}") for i in range(1, 201)]
+    with pg_table(services["postgres"], "id integer PRIMARY KEY, name text NOT NULL", rows, "secret") as table:
+        pipeline = write_pipeline(tmp_path, url, "items", table, "    partition_size: 50\n")
+        assert PASSWORD in pipeline.wire_string(), "the test must carry the secret into the job"
+        summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
+        assert summary.status == "COMPLETED" and summary.indexed == 200
+
+        # The DataFrame a pass runs, built as run_partitions builds it (it collects at once).
+        store = store_of(pipeline)
+        pids = [p.id for p in store.partitions(summary.job_id)]
+        fn = PartitionTasks(pipeline.wire_string(), summary.job_id, "probe", pids)
+        df = spark.range(0, len(pids), 1, len(pids)).mapInArrow(fn, SUMMARY_DDL)
+        plan_text = df._jdf.queryExecution().toString()
+        assert "MapInArrow" in plan_text or "mapInArrow" in plan_text.lower(), plan_text
+        assert PASSWORD not in plan_text
+
+    conf = spark.sparkContext.getConf().getAll()
+    assert not [(k, v) for k, v in conf if PASSWORD in k or PASSWORD in v]
+    # What the Spark UI and the event log show of every SQL execution (the job's passes included).
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    seen = 0
+    for i in range(executions.size()):
+        e = executions.apply(i)
+        seen += "MapInArrow" in e.physicalPlanDescription()
+        for text in (e.description(), e.details(), e.physicalPlanDescription()):
+            assert PASSWORD not in text
+    assert seen >= 1, "the job's passes must be among the executions checked"

@@ -21,7 +21,9 @@ from rich.text import Text
 from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.records import EntityStats
 
-err = Console(stderr=True)
+# soft_wrap: a piped stderr (logs, CI) must get each message on one line, never re-wrapped at 80
+# columns, where a space in a quoted user value would read as a newline.
+err = Console(stderr=True, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 

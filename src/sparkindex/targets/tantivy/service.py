@@ -16,6 +16,7 @@ The first client that finds no service starts one (see :mod:`.writer`); the serv
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -56,6 +57,7 @@ class WriterService:
         self.uncommitted: list[tuple[str, str, str]] = []  # replayed if a rejected item forces a rollback
         self.last_request = time.monotonic()
         self.done = threading.Event()
+        self.listener: socket.socket | None = None
 
     def _open_writer(self, heap_mb: int, threads: int) -> Any:
         # A service killed a moment ago may still hold Tantivy's directory lock for a few ms.
@@ -142,8 +144,18 @@ class WriterService:
                     self.changed.wait(timeout=left)
             self.commit()
 
+    def stop_accepting(self) -> None:
+        """Release the address before the last work, so that a client arriving now is refused at
+        once (and starts a new service) instead of being reset by one that is about to exit."""
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+
     def finish(self) -> None:
         """Commit, let merges finish and drop files no segment uses: the index is ready to serve."""
+        self.stop_accepting()
         with self.lock:
             self.writer.commit()
             self.uncommitted = []
@@ -184,8 +196,9 @@ class WriterService:
 
     # -- lifetime ----------------------------------------------------------------------------------
     def run(self, listener: socket.socket) -> None:
+        self.listener = listener
         threading.Thread(target=self.committer, name="committer", daemon=True).start()
-        listener.settimeout(0.1)  # how soon a finished or idle service stops accepting
+        listener.settimeout(0.1)  # how soon an idle service notices it is idle
         while not self.done.is_set():
             try:
                 conn, _ = listener.accept()
@@ -193,14 +206,18 @@ class WriterService:
                 with self.changed:
                     idle = self.pending == 0 and time.monotonic() - self.last_request > self.idle_s
                 if idle and threading.active_count() <= 2:  # main + committer: no client connected
+                    self.stop_accepting()
                     with self.lock:
                         self.writer.commit()
                         self.writer.wait_merging_threads()
                     self.done.set()
                 continue
+            except OSError:  # the listener was shut down by finish()
+                break
             conn.settimeout(None)
             threading.Thread(target=self.serve_client, args=(conn,), daemon=True).start()
-        listener.close()
+        self.done.wait()
+        self.stop_accepting()
 
 
 def main(argv: list[str]) -> int:

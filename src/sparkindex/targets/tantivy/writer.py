@@ -96,11 +96,14 @@ class WriterClient:
     def request(self, header: dict[str, Any], payload: bytes = b"", start: bool = True) -> dict[str, Any] | None:
         """One request and its reply; None when no service runs and *start* is False.
 
-        A connection reset before any reply is retried once on a fresh connection: it is what a
-        client meets when it connects to a service in its last moments (after ``finish`` or an
-        idle exit). Every request is safe to repeat (bulk items are upserts and deletes by id).
+        A connection reset before any reply is retried on a fresh connection, with short growing
+        pauses, for up to ``start_timeout_s``: it is what a client meets when it reaches a service
+        in its last moments (after ``finish`` or an idle exit), or one that was killed. Every
+        request is safe to repeat (bulk items are upserts and deletes by id).
         """
-        for attempt in (1, 2):
+        deadline = time.monotonic() + self.start_timeout_s
+        pause = 0.01
+        while True:
             sock = self.connect(start)
             if sock is None:
                 return None
@@ -110,9 +113,10 @@ class WriterClient:
                     reply, _ = recv_frame(sock)
                 return reply
             except (ConnectionError, OSError) as exc:
-                if attempt == 2:
+                if time.monotonic() + pause > deadline:
                     raise TransientError(f"tantivy writer service for {self.index_dir.name!r}: {exc}") from exc
-        raise AssertionError("unreachable")
+                time.sleep(pause)  # the old service is on its way out; the next connect finds a new one
+                pause = min(pause * 2, 0.5)
 
     def bulk(self, items: Sequence[tuple[str, str, bytes]]) -> dict[str, list[str]]:
         """Send (id, op, body) items; return per-item errors once the batch is committed."""

@@ -18,7 +18,7 @@ from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob, ReindexSummary
 from sparkindex.jobs.verify import verify_alias
 from sparkindex.sources.registry import open_source
-from sparkindex.spark.partition_job import SUMMARY_DDL, PartitionTasks
+from sparkindex.spark.partition_job import partitions_frame
 from sparkindex.targets.registry import open_target
 from tests.e2e.guarantee_helpers import pg_table, write_pipeline
 from tests.e2e.shop import make_shop, store_of, wait_for
@@ -169,8 +169,7 @@ def test_secrets_never_reach_spark(tmp_path: Path, spark: Any, services: dict[st
         # The DataFrame a pass runs, built as run_partitions builds it (it collects at once).
         store = store_of(pipeline)
         pids = [p.id for p in store.partitions(summary.job_id)]
-        fn = PartitionTasks(pipeline.wire_string(), summary.job_id, "probe", pids)
-        df = spark.range(0, len(pids), 1, len(pids)).mapInArrow(fn, SUMMARY_DDL)
+        df = partitions_frame(spark, pipeline, summary.job_id, "probe", pids)
         plan_text = df._jdf.queryExecution().toString()
         assert "MapInArrow" in plan_text or "mapInArrow" in plan_text.lower(), plan_text
         assert PASSWORD not in plan_text

@@ -59,13 +59,20 @@ class PartitionTasks:
                 yield pa.RecordBatch.from_pylist([asdict(outcome)], schema=SUMMARY_SCHEMA)
 
 
+def partitions_frame(
+    spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partition_ids: Sequence[str]
+) -> Any:
+    """The pass as a DataFrame: one row per partition id, one Spark partition (task) per row."""
+    n = len(partition_ids)
+    fn = PartitionTasks(pipeline.wire_string(), job_id, run_id, partition_ids)
+    return spark.range(0, n, 1, n).mapInArrow(fn, SUMMARY_DDL)
+
+
 def run_partitions(
     spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partition_ids: Sequence[str]
 ) -> list[PartitionOutcome]:
     """Run *partition_ids* as one Spark job; return each task's outcome (raises if the job fails)."""
     if not partition_ids:
         return []
-    n = len(partition_ids)
-    fn = PartitionTasks(pipeline.wire_string(), job_id, run_id, partition_ids)
-    rows = spark.range(0, n, 1, n).mapInArrow(fn, SUMMARY_DDL).collect()
+    rows = partitions_frame(spark, pipeline, job_id, run_id, partition_ids).collect()
     return [PartitionOutcome(**row.asDict()) for row in rows]

@@ -29,11 +29,13 @@ from bench.large import large_dataset, last_json, spawn_reindex
 WORKER_MARKS = ("pyspark.daemon", "pyspark.worker", "pyspark/daemon.py", "pyspark/worker.py")
 
 
-def descendants(root: int) -> list[int]:
-    """*root* and every live process below it, by parent pid.
+def descendants(root: int, marker: str | None = None) -> list[int]:
+    """*root* and every live process below it, by parent pid, plus those whose command line holds
+    *marker* (this run's work directory).
 
     Not by process group: PySpark's daemon calls ``setpgid(0, 0)``, so the Python workers it forks
-    live in a group of their own, outside the reindex's session group.
+    live in a group of their own, outside the reindex's session group. The marker catches the
+    Tantivy writer service, which detaches (its own session) and outlives the task that started it.
     """
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -45,9 +47,14 @@ def descendants(root: int) -> list[int]:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
         children.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [root]
+    out: list[int] = []
+    todo = [root]
+    if marker:
+        todo.extend(p for ps in children.values() for p in ps if p != os.getpid() and marker in cmdline(p))
     while todo:
         pid = todo.pop()
+        if pid in out:
+            continue
         out.append(pid)
         todo.extend(children.get(pid, []))
     return out
@@ -70,13 +77,13 @@ def vm_hwm_kb(pid: int) -> int:
     return 0
 
 
-def kill_tree(root: int) -> None:
+def kill_tree(root: int, marker: str | None = None) -> None:
     """SIGKILL *root*, everything below it and their process groups (the Spark workers' included).
 
     The tree is read before the first signal: once the driver dies its children are re-parented and
     can no longer be found from it. Repeated until nothing of it is left alive.
     """
-    pids = set(descendants(root))
+    pids = set(descendants(root, marker))
     for _ in range(10):
         groups = set()
         for pid in list(pids):
@@ -108,11 +115,13 @@ class PeakSampler:
     """Samples VmHWM of the reindex's process tree until stopped; keeps each process's maximum."""
 
     driver_pid: int
+    marker: str | None = None
     every_s: float = 0.2
     workers: dict[int, int] = field(default_factory=dict)  # pid -> peak kB
     driver_kb: int = 0
     jvm_kb: int = 0
-    others_kb: int = 0  # other Python processes of the tree (e.g. a Tantivy writer service)
+    service_kb: int = 0  # the Tantivy writer service (one per index version, fed by the tasks)
+    others_kb: int = 0  # any other Python process of the tree
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -122,7 +131,7 @@ class PeakSampler:
         return self
 
     def sample(self) -> None:
-        for pid in descendants(self.driver_pid):
+        for pid in descendants(self.driver_pid, self.marker):
             kb = vm_hwm_kb(pid)
             if pid == self.driver_pid:
                 self.driver_kb = max(self.driver_kb, kb)
@@ -132,6 +141,8 @@ class PeakSampler:
                 self.workers[pid] = max(self.workers.get(pid, 0), kb)
             elif "java" in line.split(" ", 1)[0]:
                 self.jvm_kb = max(self.jvm_kb, kb)
+            elif "tantivy.service" in line:
+                self.service_kb = max(self.service_kb, kb)
             elif "python" in line.split(" ", 1)[0]:
                 self.others_kb = max(self.others_kb, kb)
 
@@ -150,12 +161,13 @@ class PeakSampler:
 def measure(pipeline: Path, rows: int, timeout: float = 7200) -> dict[str, Any]:
     """Run ``reindex --new`` under the sampler; the peaks in MB and the run's summary."""
     proc = spawn_reindex(pipeline, capture=True)
-    sampler = PeakSampler(proc.pid).start()
+    marker = str(pipeline.parent)
+    sampler = PeakSampler(proc.pid, marker).start()
     try:
         stdout, _ = proc.communicate(timeout=timeout)
     finally:
         sampler.stop()
-        kill_tree(proc.pid)  # a leftover daemon must not outlive the measurement
+        kill_tree(proc.pid, marker)  # a leftover daemon or service must not outlive the measurement
     summary = last_json(stdout)
     if summary.get("indexed") != rows:
         raise RuntimeError(f"reindex did not index {rows} documents: {summary}")
@@ -165,6 +177,7 @@ def measure(pipeline: Path, rows: int, timeout: float = 7200) -> dict[str, Any]:
         "workers_seen": len(sampler.workers),
         "driver_peak_rss_mb": round(sampler.driver_kb / 1024, 1),
         "jvm_peak_rss_mb": round(sampler.jvm_kb / 1024, 1),
+        "writer_service_peak_rss_mb": round(sampler.service_kb / 1024, 1),
         "other_python_peak_rss_mb": round(sampler.others_kb / 1024, 1),
     }
 
@@ -192,15 +205,12 @@ def bench_memory(small: int | None = None, large: int | None = None, source: str
         result[f"worker_peak_rss_mb_{label}"] = m["worker_peak_rss_mb"]
         result[f"driver_peak_rss_mb_{label}"] = m["driver_peak_rss_mb"]
         result[f"jvm_peak_rss_mb_{label}"] = m["jvm_peak_rss_mb"]
+        result[f"writer_service_peak_rss_mb_{label}"] = m["writer_service_peak_rss_mb"]
         result[f"other_python_peak_rss_mb_{label}"] = m["other_python_peak_rss_mb"]
         result[f"workers_seen_{label}"] = m["workers_seen"]
-    s, big = result["worker_peak_rss_mb_small"], result["worker_peak_rss_mb_large"]
-    result["ratio"] = round(big / s, 3) if s else None
-    result["driver_ratio"] = (
-        round(result["driver_peak_rss_mb_large"] / result["driver_peak_rss_mb_small"], 3)
-        if result["driver_peak_rss_mb_small"]
-        else None
-    )
+    for key, name in (("worker", "ratio"), ("driver", "driver_ratio"), ("writer_service", "writer_service_ratio")):
+        small_mb, large_mb = result[f"{key}_peak_rss_mb_small"], result[f"{key}_peak_rss_mb_large"]
+        result[name] = round(large_mb / small_mb, 3) if small_mb else None
     return result
 
 

@@ -86,7 +86,7 @@ def kill_at(pipeline: Path, rows: int, fraction: float, not_job: str | None, tim
         while True:
             job_id, acked = probe.acknowledged(not_job)
             if acked >= fraction * rows:
-                kill_tree(proc.pid)
+                kill_tree(proc.pid, str(pipeline.parent))
                 proc.wait()
                 return {
                     "killed_at_pct": round(100 * acked / rows, 1),
@@ -99,7 +99,7 @@ def kill_at(pipeline: Path, rows: int, fraction: float, not_job: str | None, tim
                 raise RuntimeError("timed out waiting for half of the documents")
             time.sleep(0.1)
     finally:
-        kill_tree(proc.pid)
+        kill_tree(proc.pid, str(pipeline.parent))
         probe.close()
 
 

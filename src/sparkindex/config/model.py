@@ -119,6 +119,7 @@ class JobConfig(_Strict):
         default=30.0, gt=0, description="a partition whose target is down stays CLOSED this long"
     )
     source_timeout_s: float = Field(default=600.0, gt=0, description="statement timeout for source queries")
+    bulk_in_flight: int = Field(default=2, ge=1, le=16, description="bulks on their way per partition task")
 
 
 class Pipeline(_Strict):

@@ -70,6 +70,7 @@ def worker_settings(pipeline: Pipeline) -> WorkerSettings:
         backoff_max_s=j.backoff_max_s,
         claim_timeout_s=j.claim_timeout_s,
         reopen_after_s=j.reopen_after_s,
+        max_in_flight=j.bulk_in_flight,
     )
 
 

@@ -6,8 +6,9 @@ every document before it (a bulk answers only once its items are durable), so a 
 most the unacknowledged tail, which the next claim re-reads. Every store update carries the claim
 token; a worker whose claim was taken over stops touching the partition.
 
-Reading and writing overlap: one bulk is in flight on a background thread while the next batch is
-read and built, and acknowledgements are recorded in order.
+Reading and writing overlap: up to ``max_in_flight`` bulks are on their way (background threads)
+while the next batch is read and built, and acknowledgements are recorded in order. A target that
+makes writes durable in groups (Tantivy's group commit) then never stalls the reader.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -49,6 +51,8 @@ class WorkerSettings:
     claim_timeout_s: float = 300.0
     #: how long a partition whose target is down stays CLOSED before it may be claimed again
     reopen_after_s: float = 30.0
+    #: bulks on their way while the next batch is read and built (acknowledged in order)
+    max_in_flight: int = 2
 
     def backoff(self) -> Backoff:
         return Backoff(self.backoff_initial_s, self.backoff_max_s)
@@ -158,8 +162,8 @@ class _Attempt:
         self.index = worker.indexes[rec.entity]
         self.indexed = 0
         self.failed = 0
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bulk")
-        self._in_flight: tuple[_Batch, Future[BulkOutcome]] | None = None
+        self._pool = ThreadPoolExecutor(max_workers=worker.s.max_in_flight, thread_name_prefix="bulk")
+        self._in_flight: deque[tuple[_Batch, Future[BulkOutcome]]] = deque()
 
     def run(self) -> tuple[OutcomeStatus, str | None]:
         rec, s = self.rec, self.w.s
@@ -232,22 +236,28 @@ class _Attempt:
         batch.build_failures.extend(_failure(f) for f in page.failures)
 
     def _send(self, batch: _Batch, final: bool = False) -> None:
-        """Acknowledge the batch in flight, then put *batch* in flight (or finish with it)."""
-        self._acknowledge()
+        """Put *batch* in flight (acknowledging the oldest first when too many are), or finish."""
+        while len(self._in_flight) >= self.w.s.max_in_flight:
+            self._acknowledge_oldest()
         s = self.w.s
         future = self._pool.submit(bulk_with_retries, self.w.target, self.index, batch.items, s.retries, s.backoff())
-        self._in_flight = (batch, future)
+        self._in_flight.append((batch, future))
         if final:
             self._acknowledge(complete=True)
 
     def _acknowledge(self, complete: bool = False) -> None:
-        """Record the in-flight batch once the target has it: dead letters, then cursor and counts."""
-        if self._in_flight is None:
+        """Acknowledge every batch in flight, in order; with *complete*, the last one completes."""
+        if not self._in_flight:
             if complete:
                 self.w.store.complete(self.rec.id, self.rec.claim_token)
             return
-        batch, future = self._in_flight
-        self._in_flight = None
+        while len(self._in_flight) > 1:
+            self._acknowledge_oldest()
+        self._acknowledge_oldest(complete)
+
+    def _acknowledge_oldest(self, complete: bool = False) -> None:
+        """Record the oldest batch once the target has it: dead letters, then cursor and counts."""
+        batch, future = self._in_flight.popleft()
         outcome = future.result()  # TransientError here: the target stayed down
         rec, store = self.rec, self.w.store
         failures = [*batch.build_failures, *outcome.failures]

@@ -57,7 +57,7 @@ class WriterService:
         self.pending_since = 0.0
         self.generation = 0  # bumped by every commit
         self.commit_error: str | None = None
-        self.uncommitted: list[tuple[str, str, str]] = []  # replayed if a rejected item forces a rollback
+        self.uncommitted: list[tuple[str, str, memoryview]] = []  # replayed if a rejected item forces a rollback
         self.last_request = time.monotonic()
         self.done = threading.Event()
         self.listener: socket.socket | None = None
@@ -78,9 +78,10 @@ class WriterService:
         """Apply a batch; return per-item errors and the generation whose commit makes it durable."""
         errors: dict[str, list[str]] = {}
         offset = 0
+        view = memoryview(payload)  # slices share the request's buffer; nothing is copied twice
         with self.lock:
             for i, (doc_id, op, size) in enumerate(items):
-                body = payload[offset : offset + size].decode()
+                body = view[offset : offset + size]
                 offset += size
                 try:
                     self._upsert(doc_id, op, body)
@@ -97,10 +98,10 @@ class WriterService:
                 self.changed.notify_all()
         return errors, target
 
-    def _upsert(self, doc_id: str, op: str, body: str) -> None:
+    def _upsert(self, doc_id: str, op: str, body: memoryview) -> None:
         self.writer.delete_documents_by_term("_id", doc_id)
         if op != "delete":
-            self.writer.add_json(body)
+            self.writer.add_json(str(body, "utf-8"))
         self.uncommitted.append((doc_id, op, body))
 
     def _undo_failed_upsert(self) -> None:

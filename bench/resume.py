@@ -72,6 +72,16 @@ class AckProbe:
         except sa.exc.SQLAlchemyError:  # the driver is creating the schema or holds a write lock
             return None, 0
 
+    def states(self, job_id: str) -> dict[str, int]:
+        """Partitions per status: what the rerun finds (how much is done, how much half-done)."""
+        if not self._tables():
+            return {}
+        assert self.partition is not None
+        t = self.partition
+        with self.engine.connect() as conn:
+            q = sa.select(t.c.status, sa.func.count()).where(t.c.job_id == job_id).group_by(t.c.status)
+            return {str(status): int(n) for status, n in conn.execute(q)}
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -88,10 +98,12 @@ def kill_at(pipeline: Path, rows: int, fraction: float, not_job: str | None, tim
             if acked >= fraction * rows:
                 kill_tree(proc.pid, str(pipeline.parent))
                 proc.wait()
+                states = probe.states(str(job_id))
                 return {
                     "killed_at_pct": round(100 * acked / rows, 1),
                     "killed_after_s": round(time.perf_counter() - t0, 2),
                     "killed_job": job_id,
+                    "partitions_at_kill": states,
                 }
             if proc.poll() is not None:
                 raise RuntimeError(f"the run ended (exit {proc.returncode}) before {fraction:.0%} was acknowledged")
@@ -123,6 +135,8 @@ def bench_resume(rows: int | None = None, source: str | None = None, fraction: f
             "rows": rows,
             "full_s": round(full.seconds, 2),
             "rerun_s": round(rerun.seconds, 2),
+            "full_job_s": full.summary.get("seconds"),  # the jobs' own clocks, without process start-up
+            "rerun_job_s": rerun.summary.get("seconds"),
             "ratio": round(rerun.seconds / full.seconds, 3),
             **killed,
             "resumed_same_job": rerun.summary.get("job_id") == killed["killed_job"],

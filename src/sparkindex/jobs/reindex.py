@@ -216,7 +216,7 @@ class ReindexJob:
 
             try:
                 log_path = self.pipeline.base_dir / ".sparkindex" / "spark.log"
-                self._spark_session = build_session(self.pipeline.spark, log_path)
+                self._spark_session = build_session(self.pipeline.spark, log_path, register=False)
             except BaseException as exc:  # noqa: BLE001 - handed to the thread that needs the session
                 self._spark_error = exc
 

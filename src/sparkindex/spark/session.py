@@ -21,6 +21,8 @@ DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # One task per partition of work; Spark must not bundle them.
     "spark.locality.wait": "0",
+    # Workers fork from a daemon that has already imported sparkindex (see spark/daemon.py).
+    "spark.python.daemon.module": "sparkindex.spark.daemon",
 }
 
 
@@ -30,7 +32,7 @@ def register_data_sources(spark: Any) -> None:
     spark.dataSource.register(SparkIndexDataSource)
 
 
-def build_session(config: SparkConfig, log_path: Path | None = None) -> Any:
+def build_session(config: SparkConfig, log_path: Path | None = None, register: bool = True) -> Any:
     """The session; with *log_path*, the JVM's own output (start-up warnings, log4j) goes there.
 
     Spark prints warnings to the terminal before any log level can be set (hostname resolution,
@@ -58,5 +60,6 @@ def build_session(config: SparkConfig, log_path: Path | None = None) -> Any:
         SparkContext(conf=conf, gateway=gateway)
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    register_data_sources(spark)
+    if register:
+        register_data_sources(spark)
     return spark

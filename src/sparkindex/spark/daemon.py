@@ -1,0 +1,14 @@
+"""PySpark's worker daemon, with sparkindex imported before it forks its workers.
+
+Every Python worker forks from the daemon. Importing the partition worker's modules (SQLAlchemy,
+pydantic, pyarrow, tantivy, the drivers) takes about a second of CPU per process; done once in the
+daemon, each forked worker starts with them already loaded. Selected with
+``spark.python.daemon.module`` by the session factory.
+"""
+
+from __future__ import annotations
+
+if __name__ == "__main__":
+    from pyspark.daemon import manager
+
+    manager()

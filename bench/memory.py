@@ -26,7 +26,9 @@ from typing import Any
 
 from bench.large import large_dataset, last_json, spawn_reindex
 
-WORKER_MARKS = ("pyspark.daemon", "pyspark.worker", "pyspark/daemon.py", "pyspark/worker.py")
+# PySpark's own daemon/worker, or a daemon module set by ``spark.python.daemon.module``
+# (sparkindex preloads itself in ``sparkindex.spark.daemon``).
+WORKER_MARKS = ("pyspark.daemon", "pyspark.worker", "pyspark/daemon.py", "pyspark/worker.py", "spark.daemon")
 
 
 def descendants(root: int, marker: str | None = None) -> list[int]:
@@ -137,13 +139,16 @@ class PeakSampler:
                 self.driver_kb = max(self.driver_kb, kb)
                 continue
             line = cmdline(pid)
-            if any(mark in line for mark in WORKER_MARKS):
-                self.workers[pid] = max(self.workers.get(pid, 0), kb)
-            elif "java" in line.split(" ", 1)[0]:
+            exe = line.split(" ", 1)[0]
+            if "java" in exe:  # first: the JVM's command line carries the daemon module's name too
                 self.jvm_kb = max(self.jvm_kb, kb)
+            elif "python" not in exe:
+                continue  # shells and launchers
             elif "tantivy.service" in line:
                 self.service_kb = max(self.service_kb, kb)
-            elif "python" in line.split(" ", 1)[0]:
+            elif any(mark in line for mark in WORKER_MARKS):
+                self.workers[pid] = max(self.workers.get(pid, 0), kb)
+            else:
                 self.others_kb = max(self.others_kb, kb)
 
     def _run(self) -> None:

@@ -22,6 +22,11 @@ class TransientError(SparkIndexError):
     """Retrying the same operation later may succeed (timeouts, overload, lock busy)."""
 
 
+class WritesLost(TransientError):
+    """Writes a target had applied but not yet made durable are gone (its writer restarted):
+    the caller redoes them from its last acknowledged position."""
+
+
 class PermanentError(SparkIndexError):
     """Retrying will not help; the job or partition must fail or be fixed by a person."""
 

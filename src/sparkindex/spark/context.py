@@ -71,6 +71,7 @@ def worker_settings(pipeline: Pipeline) -> WorkerSettings:
         claim_timeout_s=j.claim_timeout_s,
         reopen_after_s=j.reopen_after_s,
         max_in_flight=j.bulk_in_flight,
+        sync_every_s=j.sync_every_s,
     )
 
 

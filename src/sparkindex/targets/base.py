@@ -60,6 +60,17 @@ class BulkItemResult:
     transient: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class WriteMark:
+    """Where an unsynced bulk landed: the writer's incarnation and the commit that will hold it.
+
+    A writer that restarted has another ``epoch``: whatever it had not committed is gone.
+    """
+
+    epoch: str
+    generation: int
+
+
 @dataclass(frozen=True)
 class SearchHit:
     id: str
@@ -84,6 +95,20 @@ class Target(ABC):
         A result is ok only once the item is durable in the index: callers move cursors on it.
         Whole-request failures raise (:class:`TransientError` when a retry may succeed).
         """
+
+    def bulk_unsynced(self, index: str, items: Sequence[BulkItem]) -> tuple[list[BulkItemResult], WriteMark | None]:
+        """Apply *items* without waiting for them to be durable; :meth:`sync` makes them so.
+
+        For backends whose durability comes in groups (a Tantivy commit): a caller keeps reading
+        while the backend batches commits, and moves its cursors after a sync. The default is
+        :meth:`bulk`, already durable (no mark).
+        """
+        return self.bulk(index, items), None
+
+    def sync(self, index: str, mark: WriteMark) -> None:
+        """Make every write up to *mark* durable. Raises :class:`WritesLost` if the writer
+        restarted since (its uncommitted writes are gone: redo them), :class:`TransientError` if
+        it cannot be reached. Only called with marks from :meth:`bulk_unsynced`."""
 
     @abstractmethod
     def finish_version(self, index: str) -> None:

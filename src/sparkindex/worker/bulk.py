@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from sparkindex.errors import TransientError
 from sparkindex.retry import Backoff
-from sparkindex.targets.base import BulkItem, Target
+from sparkindex.targets.base import BulkItem, Target, WriteMark
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 class BulkOutcome:
     success: int = 0
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (doc_id, error_class, message)
+    #: with ``unsynced``: where each request landed; durable only after a sync to the last of them
+    marks: list[WriteMark] = field(default_factory=list)
 
 
 def bulk_with_retries(
@@ -33,14 +35,24 @@ def bulk_with_retries(
     retries: int,
     backoff: Backoff,
     sleep: Callable[[float], None] = time.sleep,
+    unsynced: bool = False,
 ) -> BulkOutcome:
-    """Write *items*; raise :class:`TransientError` only when retries are exhausted for the request."""
+    """Write *items*; raise :class:`TransientError` only when retries are exhausted for the request.
+
+    *unsynced*: apply without waiting for durability (:meth:`Target.bulk_unsynced`); the caller
+    syncs to ``outcome.marks`` before it treats the items as written.
+    """
     outcome = BulkOutcome()
     todo = list(items)
     attempt = 0
     while todo:
         try:
-            results = target.bulk(index, todo)
+            if unsynced:
+                results, mark = target.bulk_unsynced(index, todo)
+                if mark is not None:
+                    outcome.marks.append(mark)
+            else:
+                results = target.bulk(index, todo)
         except TransientError as exc:
             if attempt >= retries:
                 raise

@@ -13,6 +13,7 @@ makes writes durable in groups (Tantivy's group commit) then never stalls the re
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -28,7 +29,7 @@ from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, Page
-from sparkindex.errors import DocumentError, LockLost, TransientError
+from sparkindex.errors import DocumentError, LockLost, TransientError, WritesLost
 from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem, Target
@@ -53,6 +54,9 @@ class WorkerSettings:
     reopen_after_s: float = 30.0
     #: bulks on their way while the next batch is read and built (acknowledged in order)
     max_in_flight: int = 2
+    #: how often applied batches are made durable and their cursors saved (targets with group
+    #: commits); a crash redoes at most about this much work per running partition
+    sync_every_s: float = 5.0
 
     def backoff(self) -> Backoff:
         return Backoff(self.backoff_initial_s, self.backoff_max_s)
@@ -152,7 +156,14 @@ class PartitionWorker:
 
 
 class _Attempt:
-    """One claim of one partition, from its cursor to an outcome."""
+    """One claim of one partition, from its cursor to an outcome.
+
+    Batches go through three stages: in flight (a bulk on its way, at most ``max_in_flight``),
+    applied but not yet durable (targets with group commits), and acknowledged (dead letters,
+    cursor and counts saved). A sync, every ``sync_every_s`` and at the end, moves applied batches
+    to acknowledged, in order. If the target lost applied writes (its writer restarted), the
+    attempt rewinds to its last acknowledged cursor and reads them again.
+    """
 
     def __init__(self, worker: PartitionWorker, rec: PartitionRecord, lease: _Lease) -> None:
         self.w = worker
@@ -162,8 +173,13 @@ class _Attempt:
         self.index = worker.indexes[rec.entity]
         self.indexed = 0
         self.failed = 0
+        self.after = rec.cursor  # where the next page starts
+        self.acked_cursor = rec.cursor  # what the store knows
+        self.rewinds = 0
         self._pool = ThreadPoolExecutor(max_workers=worker.s.max_in_flight, thread_name_prefix="bulk")
         self._in_flight: deque[tuple[_Batch, Future[BulkOutcome]]] = deque()
+        self._applied: deque[tuple[_Batch, BulkOutcome]] = deque()
+        self._last_sync = time.monotonic()
 
     def run(self) -> tuple[OutcomeStatus, str | None]:
         rec, s = self.rec, self.w.s
@@ -181,34 +197,47 @@ class _Attempt:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _run(self) -> tuple[OutcomeStatus, str | None]:
+        while True:
+            try:
+                return self._read_and_send()
+            except WritesLost as exc:
+                self.rewinds += 1
+                if self.rewinds > self.w.s.retries:
+                    raise TransientError(f"target keeps losing writes: {exc}") from exc
+                log.warning("partition %s: %s; rewinding to the last acknowledged cursor", self.rec.id, exc)
+                self._drop_unacknowledged()
+
+    def _read_and_send(self) -> tuple[OutcomeStatus, str | None]:
         w, rec, s = self.w, self.rec, self.w.s
         page_size = self.builder.plan.config.page_size
         rng = KeyRange(rec.range_start, rec.range_end)
-        after = rec.cursor
-        batch = _Batch(cursor=after)
+        batch = _Batch(cursor=self.after)
         while True:
             if self.lease.lost:
                 raise LockLost(self.lease.lost)
             if w.stopping():
                 self._send(batch)
-                self._acknowledge()
+                self._acknowledge_all()
                 w.store.release(rec.id, rec.claim_token)
                 return "released", None
             try:
-                page = self._read(rng, after, page_size)
+                page = self._read(rng, self.after, page_size)
             except TransientError as exc:  # the source stayed unreachable beyond our retries
+                if isinstance(exc, WritesLost):
+                    raise
                 self._send(batch)
-                self._acknowledge()
+                self._acknowledge_all()
                 w.store.fail(rec.id, rec.claim_token, f"source: {exc}", s.partition_retries)
                 return "failed", str(exc)
             self._add(batch, page)
             if page.last_key is not None:
-                after = batch.cursor = page.last_key
+                self.after = batch.cursor = page.last_key
             last = page.rows < page_size
             if last or len(batch.items) >= s.batch_size or batch.bytes >= s.batch_bytes:
-                self._send(batch, final=last)
-                batch = _Batch(cursor=after)
+                self._send(batch)
+                batch = _Batch(cursor=self.after)
             if last:
+                self._acknowledge_all(complete=True)
                 return "completed", None
 
     def _read(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
@@ -235,40 +264,67 @@ class _Attempt:
             batch.bytes += len(d.source)
         batch.build_failures.extend(_failure(f) for f in page.failures)
 
-    def _send(self, batch: _Batch, final: bool = False) -> None:
-        """Put *batch* in flight (acknowledging the oldest first when too many are), or finish."""
-        while len(self._in_flight) >= self.w.s.max_in_flight:
-            self._acknowledge_oldest()
+    # -- the three stages --------------------------------------------------------------------------
+    def _send(self, batch: _Batch) -> None:
+        """Put *batch* in flight; collect finished bulks; sync when the last sync is old enough."""
         s = self.w.s
-        future = self._pool.submit(bulk_with_retries, self.w.target, self.index, batch.items, s.retries, s.backoff())
+        while len(self._in_flight) >= s.max_in_flight:
+            self._collect_oldest()
+        future = self._pool.submit(
+            bulk_with_retries, self.w.target, self.index, batch.items, s.retries, s.backoff(), unsynced=True
+        )
         self._in_flight.append((batch, future))
-        if final:
-            self._acknowledge(complete=True)
+        while self._in_flight and self._in_flight[0][1].done():
+            self._collect_oldest()
+        if self._applied and (
+            time.monotonic() - self._last_sync >= s.sync_every_s or not any(o.marks for _, o in self._applied)
+        ):
+            self._sync_and_acknowledge()
 
-    def _acknowledge(self, complete: bool = False) -> None:
-        """Acknowledge every batch in flight, in order; with *complete*, the last one completes."""
-        if not self._in_flight:
-            if complete:
-                self.w.store.complete(self.rec.id, self.rec.claim_token)
-            return
-        while len(self._in_flight) > 1:
-            self._acknowledge_oldest()
-        self._acknowledge_oldest(complete)
-
-    def _acknowledge_oldest(self, complete: bool = False) -> None:
-        """Record the oldest batch once the target has it: dead letters, then cursor and counts."""
+    def _collect_oldest(self) -> None:
         batch, future = self._in_flight.popleft()
         outcome = future.result()  # TransientError here: the target stayed down
+        batch.items = []  # the documents are the target's now; keep only what the ack records
+        self._applied.append((batch, outcome))
+
+    def _acknowledge_all(self, complete: bool = False) -> None:
+        while self._in_flight:
+            self._collect_oldest()
+        if complete and not self._applied:
+            self.w.store.complete(self.rec.id, self.rec.claim_token)
+            return
+        self._sync_and_acknowledge(complete)
+
+    def _sync_and_acknowledge(self, complete: bool = False) -> None:
+        """Make every applied batch durable, then record them in order (the last one completing)."""
+        marks = [m for _, outcome in self._applied for m in outcome.marks]
+        if marks:
+            if len({m.epoch for m in marks}) > 1:
+                raise WritesLost("the target's writer restarted while batches were unsynced")
+            self.w.target.sync(self.index, max(marks, key=lambda m: m.generation))
+        self._last_sync = time.monotonic()
         rec, store = self.rec, self.w.store
-        failures = [*batch.build_failures, *outcome.failures]
-        if failures:
-            store.dead_letters.add(self.w.job_id, rec.entity, rec.id, failures)
-        if complete:
-            store.complete(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures))
-        else:
-            store.save_progress(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures))
-        self.indexed += outcome.success
-        self.failed += len(failures)
+        while self._applied:
+            batch, outcome = self._applied.popleft()
+            failures = [*batch.build_failures, *outcome.failures]
+            if failures:
+                store.dead_letters.add(self.w.job_id, rec.entity, rec.id, failures)
+            if complete and not self._applied:
+                store.complete(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures))
+            else:
+                store.save_progress(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures))
+            self.acked_cursor = batch.cursor
+            self.indexed += outcome.success
+            self.failed += len(failures)
+
+    def _drop_unacknowledged(self) -> None:
+        """Forget batches the target lost; the next page starts after the last acknowledged one."""
+        while self._in_flight:
+            _, future = self._in_flight.popleft()
+            with contextlib.suppress(TransientError):
+                future.result()
+        self._applied.clear()
+        self.after = self.acked_cursor
 
 
 def _failure(err: DocumentError) -> tuple[str, str, str]:

@@ -24,6 +24,7 @@ from sparkindex.targets.base import (
     BulkItemResult,
     SearchHit,
     Target,
+    WriteMark,
     version_name,
     version_number,
 )
@@ -116,6 +117,15 @@ class TantivyTarget(Target):
         return WriterClient(self._dir(index), c.writer_heap_mb, c.writer_threads, c.service_idle_s, c.lock_timeout_s)
 
     def bulk(self, index: str, items: Sequence[BulkItem]) -> list[BulkItemResult]:
+        return self._bulk(index, items, wait=True)[0]
+
+    def bulk_unsynced(self, index: str, items: Sequence[BulkItem]) -> tuple[list[BulkItemResult], WriteMark | None]:
+        return self._bulk(index, items, wait=False)
+
+    def sync(self, index: str, mark: WriteMark) -> None:
+        self._writer_client(index).sync(mark)
+
+    def _bulk(self, index: str, items: Sequence[BulkItem], wait: bool) -> tuple[list[BulkItemResult], WriteMark | None]:
         _, plan = self._index(index)
         results: list[BulkItemResult | None] = [None] * len(items)
         wire: list[tuple[str, str, bytes]] = []
@@ -132,14 +142,17 @@ class TantivyTarget(Target):
                 continue
             wire.append((item.id, "index", body))
             positions.append(i)
-        errors = self._writer_client(index).bulk(wire) if wire else {}
+        mark = None
+        errors: dict[str, list[str]] = {}
+        if wire:
+            errors, mark = self._writer_client(index).bulk(wire, wait=wait)
         for k, i in enumerate(positions):
             err = errors.get(str(k))
             if err is None:
                 results[i] = BulkItemResult(items[i].id, True)
             else:
                 results[i] = BulkItemResult(items[i].id, False, err[1], err[0])
-        return [r for r in results if r is not None]
+        return [r for r in results if r is not None], mark
 
     def finish_version(self, index: str) -> None:
         self._writer_client(index).finish()

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sparkindex.errors import TransientError
+from sparkindex.errors import TransientError, WritesLost
+from sparkindex.targets.base import WriteMark
 from sparkindex.targets.tantivy.wire import recv_frame, send_frame, service_address
 
 SPAWN_LOCK = ".sparkindex-service.lock"
@@ -118,15 +119,29 @@ class WriterClient:
                 time.sleep(pause)  # the old service is on its way out; the next connect finds a new one
                 pause = min(pause * 2, 0.5)
 
-    def bulk(self, items: Sequence[tuple[str, str, bytes]]) -> dict[str, list[str]]:
-        """Send (id, op, body) items; return per-item errors once the batch is committed."""
-        header = {"op": "bulk", "items": [[doc_id, op, len(body)] for doc_id, op, body in items]}
+    def bulk(
+        self, items: Sequence[tuple[str, str, bytes]], wait: bool = True
+    ) -> tuple[dict[str, list[str]], WriteMark]:
+        """Send (id, op, body) items; return per-item errors and where they landed.
+
+        With *wait*, the reply comes once the batch is committed; without, once it is applied
+        (durable after a :meth:`sync` to the returned mark).
+        """
+        header = {"op": "bulk" if wait else "apply", "items": [[i, op, len(body)] for i, op, body in items]}
         reply = self.request(header, b"".join(body for _, _, body in items))
         assert reply is not None
         if not reply.get("ok"):
             raise TransientError(f"tantivy index {self.index_dir.name!r}: {reply.get('error')}")
         errors: dict[str, list[str]] = reply["errors"]
-        return errors
+        return errors, WriteMark(str(reply["epoch"]), int(reply["generation"]))
+
+    def sync(self, mark: WriteMark) -> None:
+        reply = self.request({"op": "sync", "epoch": mark.epoch, "generation": mark.generation})
+        assert reply is not None
+        if reply.get("lost"):
+            raise WritesLost(f"tantivy index {self.index_dir.name!r}: {reply.get('error')}")
+        if not reply.get("ok"):
+            raise TransientError(f"tantivy index {self.index_dir.name!r}: {reply.get('error')}")
 
     def finish(self) -> None:
         """Commit, merge and stop the service (starting one first if none runs, to do it)."""

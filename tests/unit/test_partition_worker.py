@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 import time
@@ -187,3 +189,45 @@ def test_worker_stops_reading_and_parks_the_partition_when_the_target_is_down(tm
     assert worker.run(part.id, "test:again").status == "skipped"
     assert store.partition(part.id).claims == 1
     assert store.dead_letters.count(job_id) == 0
+
+
+# -- writes lost by a restarted writer ----------------------------------------------------------
+class KillingBuilder(CountingBuilder):
+    """The real builder; on its Nth page it SIGKILLs the index's writer service, as a crash would,
+    while earlier batches are applied but not yet synced."""
+
+    kill_on_page = 4
+    target: TantivyTarget
+    index: str
+    killed: int | None = None
+
+    def page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
+        if self.pages + 1 == self.kill_on_page and self.killed is None:
+            reply = self.target._writer_client(self.index).request({"op": "ping"}, start=False)
+            assert reply is not None, "batches were sent, so the service must be running"
+            self.killed = int(reply["pid"])
+            os.kill(self.killed, signal.SIGKILL)
+        return super().page(rng, after, limit)
+
+
+def test_writes_lost_by_a_killed_writer_service_are_read_again(tmp_path: Path) -> None:
+    pipeline = make_shop(tmp_path, products=1000, partition_size=1000, page_size=100)
+    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index", writer_heap_mb=32, writer_threads=1))
+    store, job_id, index, plan = plan_job(pipeline, target, "products")
+    [part] = store.partitions(job_id)
+    builder = KillingBuilder(open_source(pipeline.source_url()), plan)
+    builder.target, builder.index = target, index
+    # Batches of one page, never synced before the end: everything before the kill is unsynced.
+    settings = WorkerSettings(batch_size=100, sync_every_s=3600, backoff_initial_s=0.01, backoff_max_s=0.05)
+    worker = PartitionWorker(store, target, lambda _: builder, job_id, "run-1", {"products": index}, settings)
+
+    outcome = worker.run(part.id, "test:worker")
+
+    assert builder.killed is not None
+    assert (outcome.status, outcome.indexed) == ("completed", 1000), outcome
+    assert builder.pages > 11, "the pages whose writes were lost were read again"
+    done = store.partition(part.id)
+    assert (done.status, done.success_count, done.claims) == (P.COMPLETED, 1000, 1)
+    target.finish_version(index)
+    ids = [i for i, _ in target.scan_hashes(index)]
+    assert len(ids) == len(set(ids)) == 1000

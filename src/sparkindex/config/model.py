@@ -121,7 +121,7 @@ class JobConfig(_Strict):
     source_timeout_s: float = Field(default=600.0, gt=0, description="statement timeout for source queries")
     bulk_in_flight: int = Field(default=2, ge=1, le=16, description="bulks on their way per partition task")
     sync_every_s: float = Field(
-        default=5.0, gt=0, description="how often written batches are made durable and their cursors saved"
+        default=10.0, gt=0, description="how often written batches are made durable and their cursors saved"
     )
 
 

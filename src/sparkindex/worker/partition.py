@@ -56,7 +56,7 @@ class WorkerSettings:
     max_in_flight: int = 2
     #: how often applied batches are made durable and their cursors saved (targets with group
     #: commits); a crash redoes at most about this much work per running partition
-    sync_every_s: float = 5.0
+    sync_every_s: float = 10.0
 
     def backoff(self) -> Backoff:
         return Backoff(self.backoff_initial_s, self.backoff_max_s)

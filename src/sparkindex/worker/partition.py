@@ -148,11 +148,18 @@ class PartitionWorker:
         )
 
     def stopping(self) -> bool:
+        """Whether the job is being stopped (checked every few seconds). Raises :class:`LockLost`
+        when another driver's run has taken the job over: this task belongs to a driver that lost
+        its lock, and a cancelled Spark task's Python worker runs on until it next writes to the
+        JVM, so it must notice by itself."""
         now = time.monotonic()
         if now < self._next_stop_check:
             return False
         self._next_stop_check = now + STOP_CHECK_INTERVAL_S
-        return self.store.job(self.job_id).status == JobStatus.STOPPING
+        job = self.store.job(self.job_id)
+        if job.run_id is not None and job.run_id != self.run_id:
+            raise LockLost(f"job {self.job_id} is now run by {job.run_id}, not by this task's run {self.run_id}")
+        return job.status == JobStatus.STOPPING
 
 
 class _Attempt:

@@ -2,10 +2,12 @@
 
 Readers of an alias must never see a partial index (guarantee 4). So before any alias moves:
 every partition is COMPLETED, the version's settings are restored, and the number of documents
-the index holds equals the number its partitions acknowledged. More would mean duplicates or
-overlapping partitions, fewer a lost write; either way the job fails, naming both counts, and the
-alias stays where it was. The swap itself is a compare-and-swap on the index the alias pointed at
-when this driver took its lock, carrying the lock's fencing token.
+the index holds equals the number its partitions acknowledged. More means documents nobody
+acknowledged (duplicates, or rows written before a crash and deleted from the source since); fewer
+means writes lost, or partitions that overlapped (two upserts of one id count twice). Either way
+the job fails, naming both counts, and the alias stays where it was. The swap itself is a
+compare-and-swap on the index the alias pointed at when this driver took its lock, carrying the
+lock's fencing token.
 """
 
 from __future__ import annotations
@@ -49,13 +51,19 @@ def finalize_job(
         if held != acknowledged:
             mismatches.append(
                 f"{index} holds {held:,} documents but its partitions acknowledged {acknowledged:,}"
-                + (" (duplicates or overlapping partitions)" if held > acknowledged else " (lost writes)")
+                + (
+                    " (documents nobody acknowledged: duplicates, or rows deleted from the source since)"
+                    if held > acknowledged
+                    else " (lost writes, or overlapping partitions)"
+                )
             )
     if mismatches:
         return store.transition_job(
             job_id,
             JobStatus.FAILED,
-            error="alias not swapped: " + "; ".join(mismatches) + "; rerun with --new after fixing the cause",
+            error="alias not swapped: "
+            + "; ".join(mismatches)
+            + "; `sparkindex verify` names the ids; rerun with --new after fixing the cause",
             fence=fence,
         )
     for alias, index in job.targets.items():

@@ -104,14 +104,14 @@ class ReindexJob:
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         tokens = self._lock_all(store)
         fence = dict(tokens)
-        for alias, token in tokens.items():
-            target.observe_fence(alias, token)
-        # What each alias points at now, under our lock: the swap is a compare-and-swap on it.
-        previous = {alias: target.alias_target(alias) for alias in self.aliases}
         keeper = LockKeeper(store, tokens, p.job.lock_ttl_s, p.job.lock_refresh_s, on_lost=self._on_lock_lost)
         keeper.start()
         job: JobRecord | None = None
         try:
+            for alias, token in tokens.items():
+                target.observe_fence(alias, token)
+            # What each alias points at now, under our lock: the swap is a compare-and-swap on it.
+            previous = {alias: target.alias_target(alias) for alias in self.aliases}
             job = self._resume_or_plan(store, source, target, plans, fingerprint, fence)
             for alias, token in tokens.items():
                 store.locks.transfer(alias, token, None, job.id)
@@ -212,11 +212,11 @@ class ReindexJob:
             return
 
         def start() -> None:
-            from sparkindex.spark.session import build_session
+            from sparkindex.spark.session import REINDEX_CONF, build_session
 
             try:
                 log_path = self.pipeline.base_dir / ".sparkindex" / "spark.log"
-                self._spark_session = build_session(self.pipeline.spark, log_path, register=False)
+                self._spark_session = build_session(self.pipeline.spark, log_path, register=False, extra=REINDEX_CONF)
             except BaseException as exc:  # noqa: BLE001 - handed to the thread that needs the session
                 self._spark_error = exc
 
@@ -269,6 +269,11 @@ class ReindexJob:
         except Exception as exc:  # noqa: BLE001 - a failed Spark job leaves work for the next pass
             log.error("Spark pass %d failed: %s", n, str(exc).splitlines()[0][:500])
             self.progress.phase(f"pass {n} failed; retrying the unfinished partitions")
+        except BaseException:
+            # Ctrl-C: the session was started on another thread, so PySpark installed no handler
+            # that cancels its jobs; stop our tasks before giving their partitions back.
+            spark.sparkContext.cancelJobGroup(self.job_group)
+            raise
         finally:
             # None of this run's tasks is running now: what they left PROCESSING (a task that
             # Spark gave up on) is released for the next pass instead of waiting for a lease timeout.

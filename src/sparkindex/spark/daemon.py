@@ -8,7 +8,19 @@ daemon, each forked worker starts with them already loaded. Selected with
 
 from __future__ import annotations
 
+import importlib
+
+PRELOAD = (
+    "sparkindex.spark.partition_job",
+    "sparkindex.spark.context",
+    "sparkindex.targets.tantivy.client",
+    "sqlalchemy",
+    "pyarrow",
+)
+
 if __name__ == "__main__":
+    for name in PRELOAD:
+        importlib.import_module(name)
     from pyspark.daemon import manager
 
     manager()

@@ -23,11 +23,12 @@ DEFAULT_CONF = {
     "spark.locality.wait": "0",
     # Workers fork from a daemon that has already imported sparkindex (see spark/daemon.py).
     "spark.python.daemon.module": "sparkindex.spark.daemon",
-    # The driver JVM only schedules tasks and collects one summary row per partition; the
-    # optimising JIT tier costs seconds of CPU at start-up that it never earns back (measured:
-    # session plus first job 11.2 s -> 9.6 s on 2 cores).
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
+
+#: For a reindex only: its driver JVM schedules tasks and collects one summary row per partition,
+#: so the optimising JIT tier costs seconds of CPU at start-up that it never earns back (measured:
+#: session plus first job 11.2 s -> 9.6 s on 2 cores). A user's own DataFrames keep the full JIT.
+REINDEX_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
 def register_data_sources(spark: Any) -> None:
@@ -36,7 +37,9 @@ def register_data_sources(spark: Any) -> None:
     spark.dataSource.register(SparkIndexDataSource)
 
 
-def build_session(config: SparkConfig, log_path: Path | None = None, register: bool = True) -> Any:
+def build_session(
+    config: SparkConfig, log_path: Path | None = None, register: bool = True, extra: dict[str, str] | None = None
+) -> Any:
     """The session; with *log_path*, the JVM's own output (start-up warnings, log4j) goes there.
 
     Spark prints warnings to the terminal before any log level can be set (hostname resolution,
@@ -53,7 +56,7 @@ def build_session(config: SparkConfig, log_path: Path | None = None, register: b
     conf = SparkConf().setMaster(config.master).setAppName(config.app_name)
     # Executors on a cluster start Python from this conf, not from the driver's environment.
     conf.set("spark.pyspark.python", sys.executable)
-    for key, value in {**DEFAULT_CONF, **config.conf}.items():
+    for key, value in {**DEFAULT_CONF, **(extra or {}), **config.conf}.items():
         conf.set(key, value)
     if log_path is not None and SparkContext._active_spark_context is None:
         from pyspark.java_gateway import launch_gateway

@@ -29,7 +29,7 @@ from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, Page
-from sparkindex.errors import DocumentError, LockLost, TransientError, WritesLost
+from sparkindex.errors import DocumentError, LockLost, PermanentError, TransientError, WritesLost
 from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem, Target
@@ -200,6 +200,15 @@ class _Attempt:
         except LockLost as exc:
             log.warning("%s; leaving the partition to its new owner", exc)
             return "lost", str(exc)
+        except PermanentError as exc:
+            # Retrying the same read or write will not help (a missing index, a schema that
+            # changed under the job): count it against the partition, never fail the Spark job.
+            log.error("partition %s: %s", rec.id, exc)
+            try:
+                self.w.store.fail(rec.id, rec.claim_token, str(exc), s.partition_retries)
+            except LockLost as lost:
+                return "lost", str(lost)
+            return "failed", str(exc)
         finally:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -230,8 +239,6 @@ class _Attempt:
             try:
                 page = self._read(rng, self.after, page_size)
             except TransientError as exc:  # the source stayed unreachable beyond our retries
-                if isinstance(exc, WritesLost):
-                    raise
                 self._send(batch)
                 self._acknowledge_all()
                 w.store.fail(rec.id, rec.claim_token, f"source: {exc}", s.partition_retries)
@@ -250,19 +257,11 @@ class _Attempt:
     def _read(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
         s = self.w.s
         return retry_transient(
-            lambda: self._page(rng, after, limit),
+            lambda: self.builder.page(rng, after, limit),  # the source maps its failures to TransientError
             f"reading {self.builder.plan.table.name} after {after}",
             s.retries,
             s.backoff(),
         )
-
-    def _page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
-        try:
-            return self.builder.page(rng, after, limit)
-        except DBAPIError as exc:
-            if exc.connection_invalidated or "locked" in str(exc.orig) or "timeout" in str(exc.orig).lower():
-                raise TransientError(str(exc.orig)) from exc
-            raise
 
     @staticmethod
     def _add(batch: _Batch, page: Page) -> None:

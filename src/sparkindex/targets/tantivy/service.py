@@ -86,13 +86,19 @@ class WriterService:
         view = memoryview(payload)  # slices share the request's buffer; nothing is copied twice
         with self.lock:
             for i, (doc_id, op, size) in enumerate(items):
+                if self.done.is_set():
+                    raise ConnectionError("the writer service is shutting down")
                 body = view[offset : offset + size]
                 offset += size
-                try:
-                    self._upsert(doc_id, op, body)
-                except ValueError as exc:  # the document does not fit the mapping: permanent
-                    errors[str(i)] = ["MappingRejected", str(exc)]
-                    self._undo_failed_upsert()
+                self.writer.delete_documents_by_term("_id", doc_id)
+                if op != "delete":
+                    try:
+                        self.writer.add_json(str(body, "utf-8"))
+                    except ValueError as exc:  # the document does not fit the mapping: permanent
+                        errors[str(i)] = ["MappingRejected", str(exc)]
+                        self._undo_failed_upsert()
+                        continue
+                self.uncommitted.append((doc_id, op, body))
             with self.changed:
                 if not items:
                     return errors, self.generation  # nothing to make durable
@@ -111,11 +117,26 @@ class WriterService:
 
     def _undo_failed_upsert(self) -> None:
         """A rejected document must not take the live one with it: its delete already happened, so
-        roll back to the last commit and replay everything since, without the rejected item."""
-        self.writer.rollback()
+        roll back to the last commit and replay everything since, without the rejected item.
+
+        If the replay itself fails, the writer is unusable: this epoch ends (no later commit may
+        claim to cover writes it no longer holds) and every client redoes its unsynced batches.
+        """
         replay, self.uncommitted = self.uncommitted, []
-        for doc_id, op, body in replay:
-            self._upsert(doc_id, op, body)
+        try:
+            self.writer.rollback()
+            for doc_id, op, body in replay:
+                self._upsert(doc_id, op, body)
+        except (ValueError, OSError) as exc:
+            self._end_epoch(f"tantivy writer failed while undoing a rejected document: {exc}")
+            raise
+
+    def _end_epoch(self, error: str) -> None:
+        log.error("%s", error)
+        with self.changed:
+            self.commit_error = error
+            self.changed.notify_all()
+        self.done.set()
 
     def wait_durable(self, generation: int, within_s: float) -> str | None:
         """Block until *generation* is committed, asking for a commit within *within_s*."""
@@ -134,11 +155,7 @@ class WriterService:
                 self.writer.commit()
             except (ValueError, OSError) as exc:
                 # Nothing after the last good commit is acknowledged; clients redo their batches.
-                log.error("commit failed: %s", exc)
-                with self.changed:
-                    self.commit_error = f"tantivy commit failed: {exc}"
-                    self.changed.notify_all()
-                self.done.set()
+                self._end_epoch(f"tantivy commit failed: {exc}")
                 return
             self.uncommitted = []
             with self.changed:
@@ -173,19 +190,26 @@ class WriterService:
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
 
-    def finish(self) -> None:
-        """Commit, let merges finish and drop files no segment uses: the index is ready to serve."""
+    def finish(self) -> str | None:
+        """Commit, let merges finish and drop files no segment uses: the index is ready to serve.
+        Returns an error instead of raising, and the service ends either way."""
         self.stop_accepting()
-        with self.lock:
-            self.writer.commit()
-            self.uncommitted = []
-            with self.changed:
-                self.generation += 1
-                self.pending = 0
-                self.changed.notify_all()
-            self.writer.garbage_collect_files()
-            self.writer.wait_merging_threads()
-        self.done.set()
+        try:
+            with self.lock:
+                self.writer.commit()
+                self.uncommitted = []
+                with self.changed:
+                    self.generation += 1
+                    self.pending = 0
+                    self.changed.notify_all()
+                self.writer.garbage_collect_files()
+                self.writer.wait_merging_threads()
+        except (ValueError, OSError) as exc:
+            self._end_epoch(f"tantivy finish failed: {exc}")
+            return str(exc)
+        finally:
+            self.done.set()
+        return None
 
     def serve_client(self, conn: socket.socket) -> None:
         with conn:
@@ -214,8 +238,8 @@ class WriterService:
                         failure = self.wait_durable(int(header["generation"]), 0.0)
                         reply = {"ok": failure is None, "error": failure}
                 elif op == "finish":
-                    self.finish()
-                    reply = {"ok": True}
+                    failure = self.finish()
+                    reply = {"ok": failure is None, "error": failure}
                 elif op == "ping":
                     reply = {"ok": True, "pid": os.getpid()}
                 else:

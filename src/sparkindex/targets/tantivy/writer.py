@@ -20,6 +20,7 @@ from typing import Any
 
 from sparkindex.errors import TransientError, WritesLost
 from sparkindex.targets.base import WriteMark
+from sparkindex.targets.tantivy.service import GROUP_WAIT_S
 from sparkindex.targets.tantivy.wire import recv_frame, send_frame, service_address
 
 SPAWN_LOCK = ".sparkindex-service.lock"
@@ -42,6 +43,9 @@ class WriterClient:
         except (ConnectionRefusedError, FileNotFoundError):
             sock.close()
             return None
+        # A stalled service (stopped, stuck on I/O) must not hang its clients for ever: a reply
+        # takes at most one group commit, so anything far beyond that is reported as transient.
+        sock.settimeout(self.start_timeout_s + GROUP_WAIT_S)
         return sock
 
     def connect(self, start: bool = True) -> socket.socket | None:
@@ -129,15 +133,15 @@ class WriterClient:
         """
         header = {"op": "bulk" if wait else "apply", "items": [[i, op, len(body)] for i, op, body in items]}
         reply = self.request(header, b"".join(body for _, _, body in items))
-        assert reply is not None
-        if not reply.get("ok"):
-            raise TransientError(f"tantivy index {self.index_dir.name!r}: {reply.get('error')}")
+        if reply is None or not reply.get("ok"):
+            raise TransientError(f"tantivy index {self.index_dir.name!r}: {reply and reply.get('error')}")
         errors: dict[str, list[str]] = reply["errors"]
         return errors, WriteMark(str(reply["epoch"]), int(reply["generation"]))
 
     def sync(self, mark: WriteMark) -> None:
         reply = self.request({"op": "sync", "epoch": mark.epoch, "generation": mark.generation})
-        assert reply is not None
+        if reply is None:
+            raise TransientError(f"tantivy index {self.index_dir.name!r}: no writer service")
         if reply.get("lost"):
             raise WritesLost(f"tantivy index {self.index_dir.name!r}: {reply.get('error')}")
         if not reply.get("ok"):

@@ -231,3 +231,28 @@ def test_writes_lost_by_a_killed_writer_service_are_read_again(tmp_path: Path) -
     target.finish_version(index)
     ids = [i for i, _ in target.scan_hashes(index)]
     assert len(ids) == len(set(ids)) == 1000
+
+
+def test_a_permanent_error_fails_the_partition_not_the_spark_job(tmp_path: Path) -> None:
+    """A write that can never succeed (here: its index version was deleted under the job) is
+    counted against the partition (retry_count, last_error); the task returns normally."""
+    pipeline = make_shop(tmp_path, products=300, partition_size=300, page_size=100)
+    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index", writer_heap_mb=32, writer_threads=1))
+    store, job_id, index, _ = plan_job(pipeline, target, "products")
+    [part] = store.partitions(job_id)
+    target.delete_version(index)
+    source = open_source(pipeline.source_url())
+    worker = PartitionWorker(
+        store,
+        target,
+        lambda alias: make_builder(source, resolve_plans(pipeline, source, [alias])[alias][0]),
+        job_id,
+        "run-1",
+        {"products": index},
+        WorkerSettings(batch_size=100, partition_retries=3),
+    )
+    outcome = worker.run(part.id, "test:worker")
+    assert outcome.status == "failed" and index in (outcome.error or ""), outcome
+    after = store.partition(part.id)
+    assert (after.status, after.retry_count, after.success_count) == (P.PENDING, 1, 0)
+    assert index in (after.last_error or "")

@@ -15,7 +15,9 @@ from typing import Any
 import orjson
 
 
-def _default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
+    """Values documents hold that JSON has no type for (Decimal, bytes, timedelta), as every
+    encoding of a document writes them, so that hashes and stored sources agree."""
     if isinstance(value, decimal.Decimal):
         return float(value)
     if isinstance(value, bytes | bytearray | memoryview):
@@ -26,7 +28,7 @@ def _default(value: Any) -> Any:
 
 
 def dumps_document(doc: dict[str, Any]) -> bytes:
-    return orjson.dumps(doc, default=_default, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(doc, default=json_default, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
 def content_hash(canonical: bytes) -> str:

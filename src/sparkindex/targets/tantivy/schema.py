@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import decimal
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import tantivy
 
+from sparkindex.documents.hashing import json_default
 from sparkindex.errors import DocumentError
 from sparkindex.targets.base import BulkItem
 
@@ -138,17 +138,7 @@ def to_tantivy_json(item: BulkItem, plan: SchemaPlan) -> bytes:
     # Tantivy reads bytes fields from JSON as base64 (a stored-only text field does not exist).
     body["_source"] = base64.b64encode(source).decode("ascii")
     try:
-        return orjson.dumps(body, default=_json_default, option=orjson.OPT_NAIVE_UTC | orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(body, default=json_default, option=orjson.OPT_NAIVE_UTC | orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:
         raise DocumentError(item.id, str(exc), "UnserializableValue") from None
 
-
-def _json_default(value: Any) -> Any:
-    """Values a builder's field dict may hold that JSON has no type for (as the canonical form has them)."""
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    raise TypeError(f"cannot put a value of type {type(value).__name__} in a document")

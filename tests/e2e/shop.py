@@ -20,6 +20,7 @@ def make_shop(
     extra_yaml: str = "",
     page_size: int | None = None,
     batch_size: int | None = None,
+    sync_every_s: float | None = None,
 ) -> Pipeline:
     directory.mkdir(parents=True, exist_ok=True)
     generate_shop(directory / "shop.db", products)
@@ -28,6 +29,8 @@ def make_shop(
         text = text.replace("    complexity: 3.0\n", f"    complexity: 3.0\n    page_size: {page_size}\n")
     if batch_size is not None:
         text = text.replace("  batch_size: 25000\n", f"  batch_size: {batch_size}\n")
+    if sync_every_s is not None:  # how often cursors move: tests that stop a partition mid-way
+        text = text.replace("\njob:\n", f"\njob:\n  sync_every_s: {sync_every_s}\n")
     (directory / "pipeline.yaml").write_text(text + extra_yaml, encoding="utf-8")
     return load_pipeline(directory / "pipeline.yaml")
 

@@ -87,7 +87,9 @@ def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> 
 
 
 def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
-    pipeline = make_shop(tmp_path, products=8_000, partition_size=2000, batch_size=100, page_size=100)
+    pipeline = make_shop(
+        tmp_path, products=8_000, partition_size=2000, batch_size=100, page_size=100, sync_every_s=0.05
+    )
     store = store_of(pipeline)
     proc = _start(cli, tmp_path / "pipeline.yaml")
     victim: dict[str, object] = {}

@@ -70,7 +70,7 @@ def partitions_where(store: Any, predicate: Callable[[list[Any]], bool]) -> Call
 # -- a failed pass -------------------------------------------------------------------------------------
 def test_partitions_left_processing_by_a_failed_pass_are_retried_by_the_next_pass(tmp_path: Path, spark: Any) -> None:
     # Long partitions of small batches: one cut off early in pass 1 cannot finish on its own.
-    pipeline = make_shop(tmp_path, products=8000, partition_size=2000, page_size=50, batch_size=50)
+    pipeline = make_shop(tmp_path, products=8000, partition_size=2000, page_size=50, batch_size=50, sync_every_s=0.05)
     store = store_of(pipeline)
     phases = Phases()
     job = ReindexJob(pipeline, progress=phases, spark_factory=lambda: spark)

@@ -30,7 +30,7 @@ import orjson
 import tantivy
 
 from sparkindex.targets.tantivy.schema import build_schema
-from sparkindex.targets.tantivy.wire import recv_frame, send_frame, service_address
+from sparkindex.targets.tantivy.wire import GROUP_WAIT_S, recv_frame, send_frame, service_address
 
 log = logging.getLogger("sparkindex.tantivy.service")
 
@@ -41,7 +41,6 @@ MAPPING_FILE = "sparkindex-mapping.json"
 #: committing every 25,000 documents instead of every 5,000 cut Tantivy's CPU by about 30 %, so
 #: tasks apply batches without waiting (``apply``) and ask for durability only now and then.
 GROUP_DOCS = 50_000
-GROUP_WAIT_S = 10.0
 #: A ``bulk`` (apply and wait) gathers other clients' batches for this long before committing.
 BULK_WAIT_S = 0.02
 

@@ -17,6 +17,11 @@ import orjson
 
 _LEN = struct.Struct("!II")  # header bytes, payload bytes
 
+#: The longest an applied batch waits for its commit (the service's group-commit timer); clients
+#: size their socket timeouts by it. Here, not in the service module, so that importing a client
+#: never imports the module ``python -m`` runs as the service.
+GROUP_WAIT_S = 10.0
+
 
 def service_address(index_dir: str | os.PathLike[str]) -> str:
     """The service's Linux abstract socket name: no path length limit, gone when its process dies."""

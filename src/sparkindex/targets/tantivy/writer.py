@@ -20,8 +20,7 @@ from typing import Any
 
 from sparkindex.errors import TransientError, WritesLost
 from sparkindex.targets.base import WriteMark
-from sparkindex.targets.tantivy.service import GROUP_WAIT_S
-from sparkindex.targets.tantivy.wire import recv_frame, send_frame, service_address
+from sparkindex.targets.tantivy.wire import GROUP_WAIT_S, recv_frame, send_frame, service_address
 
 SPAWN_LOCK = ".sparkindex-service.lock"
 SERVICE_LOG = "sparkindex-service.log"

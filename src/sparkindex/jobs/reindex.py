@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -84,9 +85,7 @@ class ReindexJob:
         self.new = new
         self.progress = progress or SilentProgress()
         self._spark_factory = spark_factory
-        self._spark_session: Any = None
-        self._spark_thread: threading.Thread | None = None
-        self._spark_error: BaseException | None = None
+        self._spark_future: Future[Any] | None = None  # the session, once started
         self.run_id = uuid.uuid4().hex[:12]
         self.holder = holder_name(self.run_id)
         self.job_group = f"sparkindex-{self.run_id}"
@@ -99,7 +98,8 @@ class ReindexJob:
         source = open_source(p.source_url(), p.job.source_timeout_s)
         target = open_target(p.target.url, p.base_dir, p.target.options)
         plans = resolve_plans(p, source, self.aliases)  # config and schema errors first, before any JVM
-        self._start_spark()
+        if self._spark_factory is None:
+            self._start_spark()
         fingerprint = plan_fingerprint(plans, p)
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         tokens = self._lock_all(store)
@@ -148,8 +148,11 @@ class ReindexJob:
     def _on_lock_lost(self, reason: str) -> None:
         """Called from the lock keeper's thread: stop our Spark job at once, not at the next pass."""
         log.error("%s; cancelling this driver's Spark job", reason)
-        if self._spark_session is not None:
-            self._spark_session.sparkContext.cancelJobGroup(self.job_group)
+        future = self._spark_future
+        if self._spark_factory is not None:
+            self._spark_factory().sparkContext.cancelJobGroup(self.job_group)
+        elif future is not None and future.done() and future.exception() is None:
+            future.result().sparkContext.cancelJobGroup(self.job_group)
 
     def _resume_or_plan(
         self,
@@ -205,36 +208,30 @@ class ReindexJob:
         return store.transition_job(job.id, JobStatus.READY, fence=fence)
 
     # -- running -----------------------------------------------------------------------------------
-    def _start_spark(self) -> None:
+    def _start_spark(self) -> Future[Any]:
         """Start the SparkSession on a thread while the driver plans: the JVM's start-up (seconds)
         overlaps the schema reads, locking and partition planning instead of following them."""
-        if self._spark_factory is not None:
-            return
+        if self._spark_future is not None:
+            return self._spark_future
+        future: Future[Any] = Future()
+        self._spark_future = future
 
         def start() -> None:
             from sparkindex.spark.session import REINDEX_CONF, build_session
 
             try:
                 log_path = self.pipeline.base_dir / ".sparkindex" / "spark.log"
-                self._spark_session = build_session(self.pipeline.spark, log_path, register=False, extra=REINDEX_CONF)
-            except BaseException as exc:  # noqa: BLE001 - handed to the thread that needs the session
-                self._spark_error = exc
+                future.set_result(build_session(self.pipeline.spark, log_path, register=False, extra=REINDEX_CONF))
+            except BaseException as exc:  # noqa: BLE001 - raised again by _spark() in the driver's thread
+                future.set_exception(exc)
 
-        self._spark_thread = threading.Thread(target=start, name="sparkindex-spark-start", daemon=True)
-        self._spark_thread.start()
+        threading.Thread(target=start, name="sparkindex-spark-start", daemon=True).start()
+        return future
 
     def _spark(self) -> Any:
-        if self._spark_thread is not None:
-            self._spark_thread.join()
-            self._spark_thread = None
-        if self._spark_error is not None:
-            raise self._spark_error
-        if self._spark_session is None:
-            if self._spark_factory is None:
-                self._start_spark()
-                return self._spark()
-            self._spark_session = self._spark_factory()
-        return self._spark_session
+        if self._spark_factory is not None:
+            return self._spark_factory()
+        return self._start_spark().result()
 
     def _run_passes(self, store: CoordinationStore, job: JobRecord, keeper: LockKeeper) -> None:
         p = self.pipeline

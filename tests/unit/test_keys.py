@@ -176,3 +176,23 @@ def test_a_non_finite_child_value_fails_its_root_document(floats_source: Any) ->
     assert [d.id for d in page.docs] == ["p"]
     assert [(f.doc_id, f.error_class) for f in page.failures] == [("q", "NonFinite")]
     assert "children.w" in str(page.failures[0])
+
+
+def test_sort_key_orders_like_the_values_part_by_part() -> None:
+    import decimal
+
+    from sparkindex.keys import sort_key
+
+    ordered: list[list[object]] = [
+        [[None], [False], [True]],
+        [[-(2**63)], [-5], [0], [3], [2**40], [2**63 - 1]],
+        [[-1e300], [-2.5], [0.5], [decimal.Decimal("3.25")], [1e300]],
+        [[""], ["a"], ["a\x00"], ["a\x00b"], ["ab"], ["b"], ["z"], ["é"]],
+        [["a", "z"], ["a\x00", "a"], ["ab", ""], ["ab", "a"]],
+        [[b"\x00"], [b"\x00\x01"], [b"\x01"]],
+    ]
+    for group in ordered:
+        keys = [sort_key(v) for v in group]
+        assert keys == sorted(keys), group
+        assert len(set(keys)) == len(keys), group
+        assert all(k and set(k) <= set("0123456789abcdef") for k in keys)

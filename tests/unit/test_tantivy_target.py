@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from sparkindex.errors import LockLost, PermanentError
+from sparkindex.keys import sort_key
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
 
@@ -177,6 +178,19 @@ def test_scan_hashes_returns_every_id_and_hash(target: TantivyTarget) -> None:
     scanned = list(target.scan_hashes(ix))
     assert len(scanned) == 250
     assert dict(scanned) == {d.id: d.hash for d in docs}
+
+
+def test_scan_hashes_by_key_range_and_by_ids(target: TantivyTarget) -> None:
+    ix = target.create_version("t", MAPPING)
+    keys = [-3, 0, 7, 10, 99, 1000]  # numeric order differs from the ids' text order
+    target.bulk(ix, [BulkItem(str(k), b"{}", f"h{k}", sort_key=sort_key([k])) for k in keys])
+    lo, hi = sort_key([0]), sort_key([99])
+    assert sorted(int(i) for i, _ in target.scan_hashes(ix, key_range=(lo, hi))) == [0, 7, 10]
+    assert sorted(int(i) for i, _ in target.scan_hashes(ix, key_range=(None, lo))) == [-3]
+    assert sorted(int(i) for i, _ in target.scan_hashes(ix, key_range=(hi, None))) == [99, 1000]
+    assert dict(target.scan_hashes(ix, ids=["7", "99"], key_range=(lo, hi))) == {"7": "h7"}
+    with pytest.raises(ValueError, match="not a sort key"):
+        list(target.scan_hashes(ix, key_range=("x] OR *", None)))
 
 
 def test_search_finds_by_a_word_in_a_text_field(target: TantivyTarget) -> None:

@@ -17,7 +17,7 @@ from sparkindex.documents.floats import float_paths, non_finite_path
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.errors import ConfigError, DocumentError
-from sparkindex.keys import document_id
+from sparkindex.keys import document_id, sort_key
 from sparkindex.sources.base import KeyRange, Source, coerce_key
 
 Row = tuple[Any, ...]
@@ -32,6 +32,8 @@ class BuiltDocument:
     #: the same document as the dict it was encoded from, for a target that needs its own
     #: encoding (Tantivy), so that it never decodes ``source`` again
     fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: :func:`sparkindex.keys.sort_key` of the root row's key
+    sort_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,15 +105,17 @@ class DocumentBuilder:
         built: list[BuiltDocument] = []
         errors: list[DocumentError] = []
         for row, doc in zip(rows, docs, strict=True):
-            result = self.finish(document_id(self.key_of(row)), doc)
+            result = self.finish(self.key_of(row), doc)
             if isinstance(result, DocumentError):
                 errors.append(result)
             else:
                 built.append(result)
         return built, errors
 
-    def finish(self, doc_id: str, doc: dict[str, Any]) -> BuiltDocument | DocumentError:
-        """The canonical document, or why it cannot be indexed as the source holds it."""
+    def finish(self, key: Sequence[Any], doc: dict[str, Any]) -> BuiltDocument | DocumentError:
+        """The canonical document of the root row with *key*, or why it cannot be indexed as the
+        source holds it."""
+        doc_id = document_id(key)
         bad = non_finite_path(doc, self._floats)
         if bad is not None:
             return DocumentError(doc_id, f"field {bad!r} is NaN or infinite, which JSON cannot carry", "NonFinite")
@@ -119,7 +123,7 @@ class DocumentBuilder:
             canonical = dumps_document(doc)
         except TypeError as exc:  # orjson.JSONEncodeError is a TypeError (also: integers over 64 bits)
             return DocumentError(doc_id, str(exc), "UnserializableValue")
-        return BuiltDocument(doc_id, canonical, content_hash(canonical), doc)
+        return BuiltDocument(doc_id, canonical, content_hash(canonical), doc, sort_key(key))
 
     def _attach(
         self,

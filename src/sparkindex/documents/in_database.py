@@ -74,7 +74,7 @@ class JsonAggregationBuilder(DocumentBuilder):
                 failures.append(DocumentError(doc_id, str(exc), "InvalidJSON"))
                 continue
             restore_floats(body, self._floats)
-            result = self.finish(doc_id, body)
+            result = self.finish(row[:n], body)
             if isinstance(result, DocumentError):
                 failures.append(result)
             else:

@@ -59,9 +59,7 @@ class PartitionTasks:
                 yield pa.RecordBatch.from_pylist([asdict(outcome)], schema=SUMMARY_SCHEMA)
 
 
-def partitions_frame(
-    spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partition_ids: Sequence[str]
-) -> Any:
+def partitions_frame(spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partition_ids: Sequence[str]) -> Any:
     """The pass as a DataFrame: one row per partition id, one Spark partition (task) per row."""
     n = len(partition_ids)
     fn = PartitionTasks(pipeline.wire_string(), job_id, run_id, partition_ids)

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.errors import PermanentError
-from sparkindex.keys import document_id
+from sparkindex.keys import document_id, sort_key
 from sparkindex.retry import Backoff
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
@@ -69,9 +69,11 @@ class PlainWriter(DataSourceArrowWriter):
         for batch in iterator:
             docs = []
             for row in batch.to_pylist():
-                doc_id = document_id([row[c] for c in self.id_columns])
+                key = [row[c] for c in self.id_columns]
                 canonical = dumps_document(row)
-                docs.append(BulkItem(doc_id, canonical, content_hash(canonical), fields=row))
+                docs.append(
+                    BulkItem(document_id(key), canonical, content_hash(canonical), fields=row, sort_key=sort_key(key))
+                )
             for i in range(0, len(docs), self.batch_size):
                 out = bulk_with_retries(target, index, docs[i : i + self.batch_size], self.retries, Backoff())
                 written += out.success

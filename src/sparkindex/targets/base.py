@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sparkindex.errors import PermanentError
+
 _VERSION = re.compile(r"^(?P<alias>.+)_v(?P<n>\d+)$")
 
 
@@ -39,7 +41,9 @@ class BulkItem:
     hashed, sent and stored. ``fields`` is the same document as a dict when the caller still has
     it, so a backend that needs its own encoding (Tantivy) need not decode the bytes again.
     ``version`` is an external version (a newer write wins; change capture feeds log positions
-    through it) and ``routing`` places child documents beside their parent.
+    through it) and ``routing`` places child documents beside their parent. ``sort_key``
+    (:func:`sparkindex.keys.sort_key`) is stored as the document's ``_key`` field, so that the
+    target can hand out key ranges of what it holds.
     """
 
     id: str
@@ -49,6 +53,7 @@ class BulkItem:
     version: int | None = None
     routing: str | None = None
     fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    sort_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,25 @@ class WriteMark:
 
     epoch: str
     generation: int
+
+
+#: A range of sort keys (``_key``): from the first (inclusive) up to the second (exclusive);
+#: None leaves that side open.
+KeyBounds = tuple[str | None, str | None]
+
+#: The field every document stores its sort key in, and the field holding its content hash.
+SORT_KEY_FIELD = "_key"
+HASH_FIELD = "_hash"
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A document as an index holds it, read back (verify, ``spark.read``, index-to-index)."""
+
+    id: str
+    sort_key: str | None
+    hash: str | None
+    source: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -144,11 +168,31 @@ class Target(ABC):
         """Documents in an index, or behind an alias."""
 
     @abstractmethod
-    def scan_hashes(self, name: str, ids: Sequence[str] | None = None) -> Iterator[tuple[str, str]]:
-        """(document id, content hash) of every document, or of those with the given *ids*.
+    def scan_hashes(
+        self, name: str, ids: Sequence[str] | None = None, key_range: KeyBounds | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """(document id, content hash) of every document, of those with the given *ids*, or of
+        those whose sort key lies in *key_range*.
 
         A document stored twice under one id is yielded twice: that is how verify sees duplicates.
         """
+
+    def read_documents(
+        self,
+        name: str,
+        key_range: KeyBounds | None = None,
+        after: str | None = None,
+        size: int = 1000,
+        fields: Sequence[str] | None = None,
+    ) -> list[StoredDocument]:
+        """Up to *size* documents of *key_range* whose sort key is above *after*, in sort-key
+        order: a keyset page, for reading an index back and for index-to-index rebuilds.
+        *fields* limits the source to those top-level fields."""
+        raise PermanentError(f"{type(self).__name__} cannot read documents back")
+
+    def key_splits(self, name: str, parts: int) -> list[str]:
+        """Up to ``parts - 1`` sort keys that cut the index into about equal ranges, ascending."""
+        raise PermanentError(f"{type(self).__name__} cannot split its keys into ranges")
 
     @abstractmethod
     def search(self, name: str, query: str, limit: int = 10) -> list[SearchHit]: ...

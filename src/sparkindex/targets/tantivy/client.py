@@ -9,6 +9,7 @@ scans, search) open the directory directly; they never need the writer.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -22,6 +23,7 @@ from sparkindex.errors import DocumentError, PermanentError
 from sparkindex.targets.base import (
     BulkItem,
     BulkItemResult,
+    KeyBounds,
     SearchHit,
     Target,
     WriteMark,
@@ -179,14 +181,23 @@ class TantivyTarget(Target):
         _, _, searcher = self._searcher(name)
         return int(searcher.num_docs)
 
-    def scan_hashes(self, name: str, ids: Sequence[str] | None = None) -> Iterator[tuple[str, str]]:
+    def scan_hashes(
+        self, name: str, ids: Sequence[str] | None = None, key_range: KeyBounds | None = None
+    ) -> Iterator[tuple[str, str]]:
         idx, _, searcher = self._searcher(name)
-        if ids is None:
+        clauses = []
+        if ids is not None:
+            if not ids:
+                return
+            clauses.append(tantivy.Query.term_set_query(idx.schema, "_id", list(ids)))
+        if key_range is not None and key_range != (None, None):
+            clauses.append(key_range_query(idx, key_range))
+        if not clauses:
             query = tantivy.Query.all_query()
-        elif not ids:
-            return
+        elif len(clauses) == 1:
+            query = clauses[0]
         else:
-            query = tantivy.Query.term_set_query(idx.schema, "_id", list(ids))
+            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in clauses])
         total = searcher.num_docs
         if total == 0:
             return
@@ -211,3 +222,16 @@ class TantivyTarget(Target):
 
     def close(self) -> None:
         self._open.clear()
+
+
+def key_range_query(idx: tantivy.Index, key_range: KeyBounds) -> tantivy.Query:
+    """Documents whose ``_key`` lies in [lo, hi). tantivy-py's range_query takes no text fields,
+    but its query parser does; sort keys are hex, so a bound is always one plain token."""
+    lo, hi = key_range
+    for bound in (lo, hi):
+        if bound is not None and not _HEX.fullmatch(bound):
+            raise ValueError(f"not a sort key: {bound!r}")
+    return idx.parse_query(f"_key:[{lo or '*'} TO {hi or '*'}" + ("}" if hi else "]"), ["_key"])
+
+
+_HEX = re.compile(r"[0-9a-f]+")

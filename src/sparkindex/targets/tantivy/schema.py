@@ -2,8 +2,8 @@
 
 Tantivy has no nested documents, copy_to or multi-fields, so this module emulates them:
 objects and nested arrays become JSON fields (searchable by path), ``copy_to`` and keyword
-sub-fields are filled in when a document is converted. ``_id`` (raw, for upserts), ``_hash`` and
-``_source`` are stored alongside.
+sub-fields are filled in when a document is converted. ``_id`` (raw, for upserts), ``_hash``,
+``_key`` (the sortable key, for key ranges) and ``_source`` are stored alongside.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("_id", stored=True, tokenizer_name="raw", fast=True)
     sb.add_text_field("_hash", stored=True, tokenizer_name="raw")
+    sb.add_text_field("_key", stored=True, tokenizer_name="raw", fast=True)
     sb.add_bytes_field("_source", stored=True, indexed=False)
     plan = SchemaPlan()
     copy_targets: set[str] = set()
@@ -135,10 +136,11 @@ def to_tantivy_json(item: BulkItem, plan: SchemaPlan) -> bytes:
             body[sub] = body[src]
     body["_id"] = item.id
     body["_hash"] = item.hash or ""
+    if item.sort_key is not None:
+        body["_key"] = item.sort_key
     # Tantivy reads bytes fields from JSON as base64 (a stored-only text field does not exist).
     body["_source"] = base64.b64encode(source).decode("ascii")
     try:
         return orjson.dumps(body, default=json_default, option=orjson.OPT_NAIVE_UTC | orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:
         raise DocumentError(item.id, str(exc), "UnserializableValue") from None
-

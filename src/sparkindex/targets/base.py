@@ -106,8 +106,13 @@ class Target(ABC):
     """A search backend. One instance per process; cheap to create from a URL."""
 
     @abstractmethod
-    def create_version(self, alias: str, mapping: dict[str, Any]) -> str:
-        """Create the next physical index for *alias* with bulk-load settings; return its name."""
+    def create_version(self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None) -> str:
+        """Create the next physical index for *alias* with bulk-load settings; return its name.
+
+        *settings* are the index's own (``indexes[].settings`` in the pipeline: analysis, shards,
+        replicas), restored by :meth:`finish_version`; a backend without such settings ignores
+        them.
+        """
 
     @abstractmethod
     def version_exists(self, index: str) -> bool: ...

@@ -52,7 +52,7 @@ class TantivyTarget(Target):
     def _dir(self, index: str) -> Path:
         return self.root / index
 
-    def create_version(self, alias: str, mapping: dict[str, Any]) -> str:
+    def create_version(self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
         existing = [version_number(alias, v) or 0 for v in self.list_versions(alias)]
         n = max(existing, default=0) + 1

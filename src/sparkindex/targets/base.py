@@ -189,11 +189,20 @@ class Target(ABC):
         after: str | None = None,
         size: int = 1000,
         fields: Sequence[str] | None = None,
+        query: str | None = None,
     ) -> list[StoredDocument]:
         """Up to *size* documents of *key_range* whose sort key is above *after*, in sort-key
         order: a keyset page, for reading an index back and for index-to-index rebuilds.
-        *fields* limits the source to those top-level fields."""
+        *fields* limits the source to those top-level fields. *query*, in the backend's own
+        query-string syntax (Lucene-like: ``name:lamp AND stock:[1 TO 10]``), keeps only the
+        documents it matches; a query the backend cannot parse raises :class:`UsageError`."""
         raise PermanentError(f"{type(self).__name__} cannot read documents back")
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        """The mapping index or alias *name* was created with, as :meth:`create_version` took it
+        (``{"properties": ...}``, without the backend's own fields such as ``_key``/``_hash``):
+        the schema of an index read back into Spark and the base of an index-to-index rebuild."""
+        raise PermanentError(f"{type(self).__name__} cannot report the mapping of {name!r}")
 
     def key_splits(self, name: str, parts: int) -> list[str]:
         """Up to ``parts - 1`` sort keys that cut the index into about equal ranges, ascending."""

@@ -12,7 +12,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from sparkindex.errors import PermanentError
 
@@ -104,6 +104,11 @@ class SearchHit:
 
 class Target(ABC):
     """A search backend. One instance per process; cheap to create from a URL."""
+
+    #: Whether the backend can hold parent-child documents (a ``join`` field, children routed to
+    #: their parent's shard). Pipelines with ``type: join`` relations are refused at planning on
+    #: targets without it (exit 2), before any index is created.
+    supports_join: ClassVar[bool] = False
 
     @abstractmethod
     def create_version(self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None) -> str:

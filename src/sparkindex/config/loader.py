@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
@@ -67,15 +69,60 @@ def parse_pipeline(
     try:
         pipeline = Pipeline.model_validate(raw)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            got = err.get("input")
-            # Never echo values that may be secrets: unknown keys (a misplaced `password:`) or URLs.
-            hide = isinstance(got, dict | list) or got is None or err["type"] == "extra_forbidden"
-            shown = "" if hide else f" (got {redact_url(repr(got))})"
-            lines.append(f"{origin}: {format_path(tuple(err['loc']))}: {err['msg']}{shown}")
-        raise ConfigError("\n".join(lines)) from None
+        raise ConfigError("\n".join(_describe(err, origin) for err in exc.errors())) from None
     return pipeline.bind(base_dir or Path.cwd(), origin)
+
+
+def _describe(err: Any, origin: str) -> str:
+    loc = tuple(err["loc"])
+    if err["type"] == "extra_forbidden":
+        # Never echo the value: an unknown key may be a misplaced `password:`.
+        known = _known_keys(loc[:-1])
+        hint = f" (expected one of: {', '.join(known)})" if known else ""
+        return f"{origin}: {format_path(loc)}: unknown key{hint}"
+    got = err.get("input")
+    # Nor values that may be secrets (URLs), nor whole sections.
+    hide = isinstance(got, dict | list) or got is None
+    shown = "" if hide else f" (got {redact_url(repr(got))})"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{origin}: {format_path(loc)}: {msg}{shown}"
+
+
+def _model_in(annotation: Any) -> Any:
+    """The model, list or dict type inside ``X | None`` / ``Annotated[X, ...]``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _model_in(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+        return None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (list, dict):
+        return annotation
+    return None
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the model at *loc* (a path into the pipeline) accepts, for "did you mean"."""
+    node: Any = Pipeline
+    for part in loc:
+        origin = typing.get_origin(node)
+        if origin is list and isinstance(part, int):
+            node = _model_in(typing.get_args(node)[0])
+        elif origin is dict:
+            node = _model_in(typing.get_args(node)[1])
+        elif isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
+            node = _model_in(node.model_fields[str(part)].annotation)
+        else:
+            return []
+        if node is None:
+            return []
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return list(node.model_fields)
+    return []
 
 
 def load_pipeline(path: str | Path, env: Mapping[str, str] | None = None) -> Pipeline:

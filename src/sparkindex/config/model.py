@@ -6,11 +6,12 @@ being ignored. Defaults follow the seeds (OpenMetadata's timeouts and partition 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from sparkindex.config.secrets import redact_url
 
@@ -45,17 +46,164 @@ class RelationConfig(_Strict):
 
     ``object``: many-to-one; the parent's ``local_key`` columns reference the child's ``remote_key``.
     ``nested``: one-to-many; the child's ``remote_key`` columns reference the parent's ``local_key``.
-    Keys left out are inferred from the foreign keys in the schema.
+    ``join``: one-to-many like ``nested``, but each child row becomes a document of its own in the
+    parent's index, routed to its parent (search engines' parent-child join; see
+    :mod:`sparkindex.documents.join`). Keys left out are inferred from the foreign keys in the schema.
     """
 
     name: str
-    type: Literal["object", "nested"]
+    type: Literal["object", "nested", "join"]
     table: str
     local_key: KeyColumns | None = None
     remote_key: KeyColumns | None = None
     columns: list[str] | None = None
     order_by: KeyColumns | None = None
     relations: list[RelationConfig] = Field(default_factory=list)
+    #: join relations only: the child table's column whose value is each child document's
+    #: external version (as ``indexes[].version`` is for the parents)
+    version: str | None = None
+
+
+_DURATION = re.compile(r"^(-1|0|\d+(nanos|micros|ms|s|m|h|d))$")
+
+
+class _Open(BaseModel):
+    """A definition the server interprets (its parameters are the server's business), whose few
+    parameters sparkindex relies on are still checked."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class AnalyzerSettings(_Open):
+    type: str | None = None
+    tokenizer: str | None = None
+
+    @model_validator(mode="after")
+    def _custom_needs_tokenizer(self) -> AnalyzerSettings:
+        if self.type in (None, "custom") and self.tokenizer is None:
+            raise ValueError("a custom analyzer (no 'type', or type: custom) needs a 'tokenizer'")
+        return self
+
+
+class ComponentSettings(_Open):
+    type: str
+
+
+class AnalysisSettings(_Strict):
+    analyzer: dict[str, AnalyzerSettings] = Field(default_factory=dict)
+    normalizer: dict[str, _Open] = Field(default_factory=dict)
+    tokenizer: dict[str, ComponentSettings] = Field(default_factory=dict)
+    filter: dict[str, ComponentSettings] = Field(default_factory=dict)
+    char_filter: dict[str, ComponentSettings] = Field(default_factory=dict)
+
+
+def _nest_dotted(raw: dict[str, Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``{"a.b": 1}`` as ``{"a": {"b": 1}}``, the way the search engines read flat settings."""
+    out: dict[str, Any] = {} if into is None else into
+    for key, value in raw.items():
+        *parents, leaf = str(key).split(".")
+        node = out
+        for part in [*parents, leaf] if isinstance(value, dict) else parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"{key!r}: {part!r} is set both to a value and to a group of settings")
+            node = child
+        if isinstance(value, dict):
+            _nest_dotted(value, node)
+        elif leaf in node:
+            raise ValueError(f"{key!r}: {leaf!r} is given twice")
+        else:
+            node[leaf] = value
+    return out
+
+
+class IndexSettings(_Strict):
+    """An index's own settings (``indexes[].settings``), as OpenSearch/Elasticsearch take them.
+
+    Written nested (``analysis: {analyzer: ...}``), flat (``index.number_of_shards: 2``) or under
+    ``index:``; normalised to the nested form without ``index``. A search-engine target creates
+    the version with these plus bulk-load overrides (no replicas, no refresh) and restores these
+    after the load; Tantivy has no such settings and ignores them. Unknown groups are refused so
+    that a typo fails here rather than as a server error mid-job.
+    """
+
+    number_of_shards: int | None = Field(default=None, ge=1, le=1024)
+    number_of_replicas: int | None = Field(default=None, ge=0)
+    auto_expand_replicas: str | bool | None = None
+    refresh_interval: str | None = None
+    analysis: AnalysisSettings | None = None
+    similarity: dict[str, _Open] | None = None
+    max_result_window: int | None = Field(default=None, gt=0)
+    max_inner_result_window: int | None = Field(default=None, gt=0)
+    max_ngram_diff: int | None = Field(default=None, ge=0)
+    max_shingle_diff: int | None = Field(default=None, ge=0)
+    number_of_routing_shards: int | None = Field(default=None, ge=1)
+    routing_partition_size: int | None = Field(default=None, ge=1)
+    codec: str | None = None
+    mapping: dict[str, Any] | None = Field(default=None, description="e.g. total_fields.limit")
+    sort: dict[str, Any] | None = None
+    query: dict[str, Any] | None = None
+    highlight: dict[str, Any] | None = None
+    knn: bool | None = None
+    default_pipeline: str | None = None
+    final_pipeline: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        nested = _nest_dotted(raw)
+        inner = nested.pop("index", None)
+        if inner is None:
+            return nested
+        if not isinstance(inner, dict):
+            raise ValueError("'index' must be a group of settings")
+        clash = sorted(set(inner) & set(nested))
+        if clash:
+            raise ValueError(f"{', '.join(clash)} given both inside and outside 'index'")
+        return {**inner, **nested}
+
+    @field_validator("refresh_interval", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(value, str) and not _DURATION.match(value):
+            raise ValueError("expected a duration such as 1s, 500ms or 30s, or -1 to turn refresh off")
+        return value
+
+    def to_target(self) -> dict[str, Any]:
+        """The settings to create the index with (only what the pipeline sets)."""
+        return self.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+
+
+class MappingOverride(_Strict):
+    """A partial OpenSearch/Elasticsearch mapping merged over the inferred one (``indexes[].mapping``).
+
+    ``properties`` may only name fields the documents have (checked against the schema when the
+    index is planned, :mod:`sparkindex.documents.overrides`); root options such as ``dynamic``
+    apply as given.
+    """
+
+    dynamic: bool | Literal["true", "false", "strict"] | None = None
+    date_detection: bool | None = None
+    numeric_detection: bool | None = None
+    dynamic_date_formats: list[str] | None = None
+    dynamic_templates: list[dict[str, dict[str, Any]]] | None = None
+    properties: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def root_options(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True, exclude={"properties"})
+
+
+class JoinConfig(_Strict):
+    """The join field of an index with ``type: join`` relations."""
+
+    field: str = Field(default="join", pattern=r"^[A-Za-z][A-Za-z0-9_\-]*$", description="the join field's name")
+    #: the parents' name in the join field (the children's are their relation names); default:
+    #: the index's table name
+    parent: str | None = Field(default=None, pattern=r"^[^:]+$")
 
 
 class IndexConfig(_Strict):
@@ -74,6 +222,12 @@ class IndexConfig(_Strict):
     #: where documents are assembled: in Python (batched IN fetches) or in the database (JSON
     #: aggregation, PostgreSQL); "auto" takes what `make bench` measured faster for the dialect.
     build: Literal["auto", "python", "database"] = "auto"
+    settings: IndexSettings = Field(default_factory=IndexSettings)
+    mapping: MappingOverride = Field(default_factory=MappingOverride)
+    #: a root-table column (a row version, updated_at) whose value is each document's external
+    #: version: a write older than what the index holds loses (:mod:`sparkindex.documents.versions`)
+    version: str | None = None
+    join: JoinConfig | None = None
 
 
 class SourceConfig(_Strict):

@@ -3,7 +3,8 @@
 Children are fetched once per page and per relation with batched ``IN`` lists, never per row, and
 relations nest to any depth (reviews -> author). Every root row read comes back either as a
 document or as a :class:`DocumentError` naming its id: a row that cannot be built is reported,
-never dropped.
+never dropped. So does every row of a join relation, which is a document of its own
+(:mod:`sparkindex.documents.join`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sparkindex.documents.floats import float_paths, non_finite_path
+from sparkindex.documents.floats import FloatPaths, float_paths, non_finite_path
 from sparkindex.documents.hashing import content_hash, dumps_document
+from sparkindex.documents.join import child_id, child_sort_key, join_value, parent_prefixes, routing_of
 from sparkindex.documents.plan import IndexPlan, RelationPlan
+from sparkindex.documents.versions import external_version
 from sparkindex.errors import ConfigError, DocumentError
 from sparkindex.keys import document_id, sort_key
 from sparkindex.sources.base import KeyRange, Source, coerce_key
+from sparkindex.targets.base import BulkItem
 
 Row = tuple[Any, ...]
 Key = tuple[Any, ...]
@@ -34,19 +38,38 @@ class BuiltDocument:
     fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     #: :func:`sparkindex.keys.sort_key` of the root row's key
     sort_key: str | None = None
+    #: external version (:mod:`sparkindex.documents.versions`), when the index names a version column
+    version: int | None = None
+    #: join children: their parent's document id (the shard they must live on)
+    routing: str | None = None
+
+    def bulk_item(self) -> BulkItem:
+        """This document as the write that indexes it."""
+        return BulkItem(
+            self.id,
+            self.source,
+            self.hash,
+            version=self.version,
+            routing=self.routing,
+            fields=self.fields,
+            sort_key=self.sort_key,
+        )
 
 
 @dataclass(frozen=True)
 class Page:
     """One keyset page: its documents, its per-document failures, and where the next page starts.
 
-    ``len(docs) + len(failures) == rows``: every row read is accounted for.
+    ``len(docs) + len(failures) == rows + children``: every row read is accounted for, the rows of
+    join relations (documents of their own) included. ``rows`` counts root rows only: a page of
+    fewer than the limit is the last.
     """
 
     docs: list[BuiltDocument]
     failures: list[DocumentError]
     rows: int
     last_key: tuple[Any, ...] | None
+    children: int = 0
 
 
 class DocumentBuilder:
@@ -60,7 +83,12 @@ class DocumentBuilder:
         self._id_pos = [pos[c] for c in plan.id_columns]
         self._emit_pos = [(c, pos[c]) for c in plan.emit]
         self._pos = pos
-        self._floats = float_paths(plan.table, plan.emit, plan.relations)
+        self._version_pos = pos[plan.version] if plan.version else None
+        self._floats = float_paths(plan.table, plan.emit, plan.embedded)
+        self._child_floats: dict[str, FloatPaths] = {
+            r.name: float_paths(r.table, r.emit, r.children) for r in plan.joins
+        }
+        self._child_prefixes = parent_prefixes(plan.joins)
 
     def key_of(self, row: Row) -> tuple[Any, ...]:
         return tuple(row[i] for i in self._id_pos)
@@ -69,7 +97,8 @@ class DocumentBuilder:
         plan = self.plan
         rows = self.source.read_page(plan.table, plan.id_columns, self.read_columns, rng, after, limit)
         docs, failures = self.build(rows)
-        return Page(docs, failures, len(rows), self.key_of(rows[-1]) if rows else None)
+        children = len(docs) + len(failures) - len(rows)
+        return Page(docs, failures, len(rows), self.key_of(rows[-1]) if rows else None, children)
 
     def by_keys(self, keys: Sequence[Key]) -> tuple[list[BuiltDocument], list[DocumentError], list[str]]:
         """The documents of the root rows with these id keys (change capture rebuilds by key).
@@ -99,31 +128,105 @@ class DocumentBuilder:
         return [doc_id for doc_id in (document_id(k) for k in wanted) if doc_id not in present]
 
     def build(self, rows: Sequence[Row]) -> tuple[list[BuiltDocument], list[DocumentError]]:
-        """Documents for *rows* (in order) and the per-document failures, one or the other per row."""
+        """Documents for *rows* (in order), then their join children, and the per-document
+        failures: one or the other per row."""
         docs = [{c: row[i] for c, i in self._emit_pos} for row in rows]
-        self._attach(self.plan.relations, rows, self._pos, docs)
+        self._attach(self.plan.embedded, rows, self._pos, docs)
         built: list[BuiltDocument] = []
         errors: list[DocumentError] = []
+        vpos = self._version_pos
         for row, doc in zip(rows, docs, strict=True):
-            result = self.finish(self.key_of(row), doc)
+            result = self.finish(self.key_of(row), doc, None if vpos is None else row[vpos])
             if isinstance(result, DocumentError):
                 errors.append(result)
             else:
                 built.append(result)
+        if self.plan.joins:
+            self.join_children([self.key_of(r) for r in rows], built, errors)
         return built, errors
 
-    def finish(self, key: Sequence[Any], doc: dict[str, Any]) -> BuiltDocument | DocumentError:
-        """The canonical document of the root row with *key*, or why it cannot be indexed as the
-        source holds it."""
+    def finish(self, key: Sequence[Any], doc: dict[str, Any], version: Any = None) -> BuiltDocument | DocumentError:
+        """The canonical document of the root row with *key* (and *version*, the value of the
+        index's version column), or why it cannot be indexed as the source holds it."""
         doc_id = document_id(key)
-        bad = non_finite_path(doc, self._floats)
+        if self._child_prefixes and doc_id.startswith(self._child_prefixes):
+            return DocumentError(
+                doc_id,
+                f"the id begins like the ids of this index's join children ({', '.join(self._child_prefixes)}); "
+                "it would share their id space",
+                "IdCollision",
+            )
+        number = None
+        if self.plan.version is not None:
+            checked = external_version(doc_id, self.plan.version, version)
+            if isinstance(checked, DocumentError):
+                return checked
+            number = checked
+        if self.plan.join_field is not None:
+            doc[self.plan.join_field] = self.plan.join_parent
+        return self._encoded(doc_id, doc, self._floats, sort_key(key), number)
+
+    @staticmethod
+    def _encoded(
+        doc_id: str, doc: dict[str, Any], floats: FloatPaths, key: str, version: int | None, routing: str | None = None
+    ) -> BuiltDocument | DocumentError:
+        bad = non_finite_path(doc, floats)
         if bad is not None:
             return DocumentError(doc_id, f"field {bad!r} is NaN or infinite, which JSON cannot carry", "NonFinite")
         try:
             canonical = dumps_document(doc)
         except TypeError as exc:  # orjson.JSONEncodeError is a TypeError (also: integers over 64 bits)
             return DocumentError(doc_id, str(exc), "UnserializableValue")
-        return BuiltDocument(doc_id, canonical, content_hash(canonical), doc, sort_key(key))
+        return BuiltDocument(doc_id, canonical, content_hash(canonical), doc, key, version, routing)
+
+    def join_children(
+        self, parent_keys: Sequence[Key], built: list[BuiltDocument], errors: list[DocumentError]
+    ) -> None:
+        """Append the documents (or failures) of every join child of the parents with *parent_keys*
+        (their id values): one ``IN`` query per relation and page, like nested relations."""
+        parents = {k: k for k in parent_keys if None not in k}  # the parent's own values and types
+        for rel in self.plan.joins:
+            read = rel.read
+            rows = self.source.fetch_where_in(rel.table, rel.remote_key, list(parents), read, rel.order_by)
+            pos = {c: i for i, c in enumerate(read)}
+            bodies = [{c: row[pos[c]] for c in rel.emit} for row in rows]
+            self._attach(rel.children, rows, pos, bodies)
+            rpos = [pos[c] for c in rel.remote_key]
+            kpos = [pos[c] for c in rel.id_columns]
+            vpos = pos[rel.version] if rel.version else None
+            floats: FloatPaths = (frozenset(), {rel.name: self._child_floats[rel.name]})
+            for row, body in zip(rows, bodies, strict=True):
+                result = self._child(rel, row, body, parents, rpos, kpos, vpos, floats)
+                if isinstance(result, DocumentError):
+                    errors.append(result)
+                else:
+                    built.append(result)
+
+    def _child(
+        self,
+        rel: RelationPlan,
+        row: Row,
+        body: dict[str, Any],
+        parents: dict[Key, Key],
+        rpos: list[int],
+        kpos: list[int],
+        vpos: int | None,
+        floats: FloatPaths,
+    ) -> BuiltDocument | DocumentError:
+        ref = tuple(row[i] for i in rpos)
+        parent_key = parents.get(ref, ref)
+        key = tuple(row[i] for i in kpos)
+        doc_id = child_id(rel.name, key)
+        version = None
+        if rel.version is not None:
+            checked = external_version(doc_id, rel.version, row[vpos] if vpos is not None else None)
+            if isinstance(checked, DocumentError):
+                return checked
+            version = checked
+        parent_id = routing_of(parent_key)
+        assert self.plan.join_field is not None  # set whenever the plan has joins
+        doc = {rel.name: body, self.plan.join_field: join_value(rel, parent_id)}
+        return self._encoded(doc_id, doc, floats, child_sort_key(parent_key, rel.name, key), version, parent_id)
 
     def _attach(
         self,

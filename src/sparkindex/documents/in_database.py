@@ -3,6 +3,9 @@
 ``json_build_object`` for each row and object relation, ``json_agg(... ORDER BY ...)`` for nested
 ones, correlated per parent; the server hands over finished documents. The JSON is re-encoded
 canonically (sorted keys, numbers normalised) so content hashes equal the Python builder's.
+The version column (if any) comes beside the keys, as the database types it, so both builders
+derive the same versions; join children, documents of their own, are built as the Python builder
+builds them (one ``IN`` query per relation and page).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class JsonAggregationBuilder(DocumentBuilder):
         super().__init__(source, plan)
         self._root = plan.table.table.alias("r0")
         self._keys = [self._root.c[k] for k in plan.id_columns]
+        self._extra = [self._root.c[plan.version]] if plan.version else []
 
     def _object(self, table: Any, emit: Sequence[str], relations: Sequence[RelationPlan]) -> Any:
         args: list[Any] = []
@@ -46,8 +50,9 @@ class JsonAggregationBuilder(DocumentBuilder):
         return sa.func.json_build_object(*args)
 
     def _select(self) -> sa.Select[Any]:
-        doc = sa.cast(self._object(self._root, self.plan.emit, self.plan.relations), sa.Text).label("doc")
-        return sa.select(*self._keys, doc)
+        """Rows of (id columns..., [version], document JSON)."""
+        doc = sa.cast(self._object(self._root, self.plan.emit, self.plan.embedded), sa.Text).label("doc")
+        return sa.select(*self._keys, *self._extra, doc)
 
     def statement(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int | None) -> sa.Select[Any]:
         plan = self.plan
@@ -62,30 +67,34 @@ class JsonAggregationBuilder(DocumentBuilder):
         return stmt.limit(limit) if limit is not None else stmt
 
     def _documents(self, rows: Sequence[Row]) -> tuple[list[BuiltDocument], list[DocumentError]]:
-        """Each row (id columns, JSON text) as a canonical document or a failure naming its id."""
+        """Each row (id columns, [version], JSON text) as a canonical document or a failure naming
+        its id; then the join children of the rows."""
         docs: list[BuiltDocument] = []
         failures: list[DocumentError] = []
         n = len(self._keys)
         for row in rows:
             doc_id = document_id(row[:n])
             try:
-                body = orjson.loads(row[n])
+                body = orjson.loads(row[-1])
             except orjson.JSONDecodeError as exc:
                 failures.append(DocumentError(doc_id, str(exc), "InvalidJSON"))
                 continue
             restore_floats(body, self._floats)
-            result = self.finish(row[:n], body)
+            result = self.finish(row[:n], body, row[n] if self._extra else None)
             if isinstance(result, DocumentError):
                 failures.append(result)
             else:
                 docs.append(result)
+        if self.plan.joins:
+            self.join_children([tuple(r[:n]) for r in rows], docs, failures)
         return docs, failures
 
     def page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
         with self.source.connect(f"a page of documents from table {self.plan.table.name!r}") as conn:
             rows = conn.execute(self.statement(rng, after, limit)).fetchall()
         docs, failures = self._documents(rows)
-        return Page(docs, failures, len(rows), tuple(rows[-1][: len(self._keys)]) if rows else None)
+        last = tuple(rows[-1][: len(self._keys)]) if rows else None
+        return Page(docs, failures, len(rows), last, len(docs) + len(failures) - len(rows))
 
     def by_keys(self, keys: Sequence[Key]) -> tuple[list[BuiltDocument], list[DocumentError], list[str]]:
         wanted = self._coerced(keys)

@@ -3,7 +3,9 @@
 The mapping is expressed once, in the Elasticsearch/OpenSearch dialect (``{"properties": ...}``),
 and every target translates it: it is the lingua franca the search world already speaks.
 Text versus keyword: unbounded strings (TEXT, CLOB, long VARCHAR) are analysed text; short
-bounded strings and UUIDs are keywords (exact match, aggregations).
+bounded strings and UUIDs are keywords (exact match, aggregations). Then, in order: the ``fields``
+shorthands, the ``mapping`` override (:mod:`.overrides`) and its root options (``dynamic``).
+Join relations add an object under their name (the children's fields) and the join field.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sparkindex.config.model import FieldOverride
+from sparkindex.documents.overrides import field_paths, merge_properties
 from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import TableInfo
@@ -48,10 +51,17 @@ def _properties(table: TableInfo, emit: Sequence[str], relations: Sequence[Relat
         props[name] = {"type": field_type(table.columns[name].type)}
     for rel in relations:
         props[rel.name] = {
-            "type": rel.kind,
+            # a join child's fields sit under its relation's name in its own document
+            "type": "object" if rel.kind == "join" else rel.kind,
             "properties": _properties(rel.table, rel.emit, rel.children),
         }
     return props
+
+
+def join_mapping(plan: IndexPlan) -> dict[str, Any]:
+    """The join field: the parents' name with the names of the join relations as its children."""
+    children = [r.name for r in plan.joins]
+    return {"type": "join", "relations": {plan.join_parent: children[0] if len(children) == 1 else children}}
 
 
 def _apply(props: dict[str, Any], path: str, override: FieldOverride, where: str) -> None:
@@ -60,7 +70,7 @@ def _apply(props: dict[str, Any], path: str, override: FieldOverride, where: str
     for part in parts:
         children = node.get("properties")
         if children is None or part not in children:
-            known = ", ".join(sorted(_paths(props)))
+            known = ", ".join(sorted(field_paths(props)))
             raise ConfigError(f"{where}.fields.{path}: no such field in the document (fields: {known})")
         node = children[part]
     if override.type is not None:
@@ -79,17 +89,16 @@ def _apply(props: dict[str, Any], path: str, override: FieldOverride, where: str
         node["index"] = False
 
 
-def _paths(props: dict[str, Any], prefix: str = "") -> list[str]:
-    out = []
-    for name, spec in props.items():
-        out.append(prefix + name)
-        if "properties" in spec:
-            out.extend(_paths(spec["properties"], f"{prefix}{name}."))
-    return out
-
-
 def infer_mapping(plan: IndexPlan, where: str) -> Mapping:
+    """The index's mapping; *where* is the index's config key path (``p.yaml: indexes[0]``)."""
     props = _properties(plan.table, plan.emit, plan.relations)
+    reserved: frozenset[str] = frozenset()
+    if plan.join_field is not None:
+        props[plan.join_field] = join_mapping(plan)
+        reserved = frozenset({plan.join_field})
     for path, override in plan.config.fields.items():
+        if path.split(".")[0] in reserved:
+            raise ConfigError(f"{where}.fields.{path}: {path!r} is the join field, which the join relations declare")
         _apply(props, path, override, where)
-    return {"properties": props}
+    merge_properties(props, plan.config.mapping.properties, f"{where}.mapping.properties", props, reserved)
+    return {**plan.config.mapping.root_options(), "properties": props}

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import sqlalchemy as sa
+
 from sparkindex.config.model import IndexConfig, RelationConfig
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source, TableInfo
@@ -17,18 +19,23 @@ from sparkindex.sources.base import Source, TableInfo
 @dataclass
 class RelationPlan:
     name: str
-    kind: str  # "object" | "nested"
+    kind: str  # "object" | "nested" | "join"
     table: TableInfo
     emit: list[str]  # columns that become document fields
     local_key: list[str]  # on the parent
     remote_key: list[str]  # on this table
     order_by: list[str]
     children: list[RelationPlan] = field(default_factory=list)
+    #: join only: the columns whose values make each child document's id (the table's primary key)
+    id_columns: list[str] = field(default_factory=list)
+    #: join only: the column holding each child document's external version
+    version: str | None = None
 
     @property
     def read(self) -> list[str]:
         """Columns to select: emitted ones plus every key the relation tree needs."""
-        return _read_columns(self.emit, [*self.remote_key, *(k for c in self.children for k in c.local_key)])
+        keys = [*self.remote_key, *self.id_columns, *(k for c in self.children for k in c.local_key)]
+        return _read_columns(self.emit, [*keys, *([self.version] if self.version else [])])
 
 
 @dataclass
@@ -37,15 +44,31 @@ class IndexPlan:
     table: TableInfo
     id_columns: list[str]
     emit: list[str]
+    #: every relation, ``join`` ones included (they decide the documents too); builders fold
+    #: :attr:`embedded` into each document and make documents of their own from :attr:`joins`
     relations: list[RelationPlan]
+    #: the root-table column holding each document's external version
+    version: str | None = None
+    #: with join relations: the join field's name, and the parents' name in it
+    join_field: str | None = None
+    join_parent: str | None = None
 
     @property
     def alias(self) -> str:
         return self.config.alias
 
     @property
+    def embedded(self) -> list[RelationPlan]:
+        return [r for r in self.relations if r.kind != "join"]
+
+    @property
+    def joins(self) -> list[RelationPlan]:
+        return [r for r in self.relations if r.kind == "join"]
+
+    @property
     def read(self) -> list[str]:
-        return _read_columns(self.emit, [*self.id_columns, *(k for r in self.relations for k in r.local_key)])
+        keys = [*self.id_columns, *(k for r in self.relations for k in r.local_key)]
+        return _read_columns(self.emit, [*keys, *([self.version] if self.version else [])])
 
 
 def _read_columns(emit: Sequence[str], keys: Sequence[str]) -> list[str]:
@@ -60,8 +83,43 @@ def _fk_between(child: TableInfo, parent: TableInfo) -> list[tuple[list[str], li
     return [(list(fk.columns), list(fk.ref_columns)) for fk in child.foreign_keys if fk.ref_table == parent.name]
 
 
-def _resolve_relation(source: Source, parent: TableInfo, cfg: RelationConfig, where: str) -> RelationPlan:
+def check_version_column(table: TableInfo, column: str, where: str) -> None:
+    """A version column must exist and hold integers or date/times (see :mod:`.versions`)."""
+    table.require_columns([column], where)
+    col_type = table.columns[column].type
+    integral = isinstance(col_type, sa.Numeric) and not isinstance(col_type, sa.Float) and col_type.scale == 0
+    usable = isinstance(col_type, sa.Integer | sa.DateTime | sa.Date) or integral
+    if isinstance(col_type, sa.Boolean) or not usable:
+        raise ConfigError(
+            f"{where}: column {column!r} of table {table.name!r} is {_type_name(col_type)}; a version must be an "
+            "integer or a date/time column (integers are used as they are, date/times as microseconds since "
+            "1970-01-01 UTC)"
+        )
+
+
+def _type_name(col_type: sa.types.TypeEngine[object]) -> str:
+    try:
+        return str(col_type)
+    except Exception:  # noqa: BLE001 - a dialect type that cannot render without its dialect
+        return type(col_type).__name__
+
+
+def _resolve_relation(
+    source: Source, parent: TableInfo, cfg: RelationConfig, where: str, parent_id: Sequence[str] | None = None
+) -> RelationPlan:
+    """*parent_id*: the index's id columns when *cfg* sits directly under the index (only there
+    may a relation be a join)."""
     table = source.table(cfg.table, f"{where}.table")
+    if cfg.type == "join" and parent_id is None:
+        raise ConfigError(
+            f"{where}.type: a join relation makes documents of its own in the index, routed to the index's "
+            "documents; list it directly under the index's relations, not inside another relation"
+        )
+    if cfg.version is not None and cfg.type != "join":
+        raise ConfigError(
+            f"{where}.version: only a join relation's rows are documents with versions of their own; "
+            "the index's documents take theirs from the index's `version`"
+        )
     local, remote = cfg.local_key, cfg.remote_key
     if cfg.type == "object":
         if local is None:
@@ -74,6 +132,11 @@ def _resolve_relation(source: Source, parent: TableInfo, cfg: RelationConfig, wh
             local, inferred_remote = fks[0]
             remote = remote or inferred_remote
         remote = remote or list(table.primary_key)
+    elif cfg.type == "join" and remote is None and local is None:
+        # Routing is the parent's document id, so the child must reference the parent's id.
+        assert parent_id is not None
+        remote = _reference_to(table, parent, list(parent_id), where)
+        local = list(parent_id)
     else:
         if remote is None:
             fks = _fk_between(table, parent)
@@ -84,7 +147,7 @@ def _resolve_relation(source: Source, parent: TableInfo, cfg: RelationConfig, wh
                 )
             remote, inferred_local = fks[0]
             local = local or inferred_local
-        local = local or list(parent.primary_key)
+        local = local or (list(parent_id) if cfg.type == "join" and parent_id else list(parent.primary_key))
     if not local or not remote:
         raise ConfigError(f"{where}: table {table.name!r} has no primary key; set local_key and remote_key")
     if len(local) != len(remote):
@@ -99,16 +162,79 @@ def _resolve_relation(source: Source, parent: TableInfo, cfg: RelationConfig, wh
         _resolve_relation(source, table, child, f"{where}.relations[{i}]") for i, child in enumerate(cfg.relations)
     ]
     _check_names(emit, children, where)
-    return RelationPlan(cfg.name, cfg.type, table, emit, list(local), list(remote), list(order_by), children)
+    rel = RelationPlan(cfg.name, cfg.type, table, emit, list(local), list(remote), list(order_by), children)
+    if cfg.type == "join":
+        assert parent_id is not None
+        _check_join(rel, cfg, parent, list(parent_id), where)
+    return rel
+
+
+def _reference_to(child: TableInfo, parent: TableInfo, parent_id: list[str], where: str) -> list[str]:
+    """The child's columns of its one foreign key to *parent* that references the parent's id."""
+    fks = [cols for cols, ref in _fk_between(child, parent) if (ref or list(parent.primary_key)) == parent_id]
+    if len(fks) != 1:
+        raise ConfigError(
+            f"{where}: cannot infer remote_key: table {child.name!r} has {len(fks)} foreign keys to the id "
+            f"({', '.join(parent_id)}) of {parent.name!r}; set remote_key (columns of {child.name!r}) explicitly"
+        )
+    return fks[0]
+
+
+def _check_join(rel: RelationPlan, cfg: RelationConfig, parent: TableInfo, parent_id: list[str], where: str) -> None:
+    if ":" in rel.name:
+        raise ConfigError(
+            f"{where}.name: {rel.name!r} contains ':'; a join relation's name begins its documents' ids "
+            f"('<name>:<key>') and must not contain ':'"
+        )
+    if rel.local_key != parent_id:
+        raise ConfigError(
+            f"{where}.local_key: a join child is routed to its parent's document id, so it must reference the "
+            f"index's id columns ({', '.join(parent_id)}) of table {parent.name!r}, not {', '.join(rel.local_key)}"
+        )
+    if not rel.table.primary_key:
+        raise ConfigError(
+            f"{where}.table: table {rel.table.name!r} has no primary key; the rows of a join relation become "
+            "documents whose ids are their primary keys"
+        )
+    rel.id_columns = list(rel.table.primary_key)
+    if cfg.version is not None:
+        check_version_column(rel.table, cfg.version, f"{where}.version")
+        rel.version = cfg.version
 
 
 def _check_names(emit: Sequence[str], relations: Sequence[RelationPlan], where: str) -> None:
+    seen: set[str] = set()
     for i, rel in enumerate(relations):
         if rel.name in emit:
             raise ConfigError(
                 f"{where}.relations[{i}].name: {rel.name!r} is also a column; choose another name "
                 f"or leave the column out with 'columns'"
             )
+        if rel.name in seen:
+            raise ConfigError(f"{where}.relations[{i}].name: {rel.name!r} names an earlier relation too")
+        seen.add(rel.name)
+
+
+def _check_join_field(plan: IndexPlan, where: str) -> None:
+    joins = plan.joins
+    if not joins:
+        if plan.config.join is not None:
+            raise ConfigError(f"{where}.join: no relation of this index has type: join")
+        return
+    join = plan.config.join
+    plan.join_field = join.field if join is not None else "join"
+    plan.join_parent = (join.parent if join is not None else None) or plan.table.name
+    taken = {*plan.emit, *(r.name for r in plan.relations)}
+    if plan.join_field in taken:
+        raise ConfigError(
+            f"{where}.join.field: the join field {plan.join_field!r} is also a column or relation of the "
+            "documents; name another join field"
+        )
+    if plan.join_parent in {r.name for r in joins}:
+        raise ConfigError(
+            f"{where}.join.parent: the parents' name {plan.join_parent!r} is also a join relation's name; "
+            "the join field could not tell parents from children"
+        )
 
 
 def check_unique_id(table: TableInfo, id_columns: Sequence[str], where: str) -> None:
@@ -147,6 +273,13 @@ def resolve_index(source: Source, cfg: IndexConfig, where: str) -> IndexPlan:
     check_unique_id(table, id_columns, f"{where}.id")
     emit = list(cfg.columns) if cfg.columns is not None else list(table.columns)
     table.require_columns(emit, f"{where}.columns")
-    relations = [_resolve_relation(source, table, r, f"{where}.relations[{i}]") for i, r in enumerate(cfg.relations)]
+    relations = [
+        _resolve_relation(source, table, r, f"{where}.relations[{i}]", id_columns) for i, r in enumerate(cfg.relations)
+    ]
     _check_names(emit, relations, where)
-    return IndexPlan(cfg, table, id_columns, emit, relations)
+    plan = IndexPlan(cfg, table, id_columns, emit, relations)
+    if cfg.version is not None:
+        check_version_column(table, cfg.version, f"{where}.version")
+        plan.version = cfg.version
+    _check_join_field(plan, where)
+    return plan

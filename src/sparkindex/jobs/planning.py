@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sparkindex.config.model import Pipeline
+from sparkindex.config.secrets import redact_url
 from sparkindex.documents.mapping import Mapping, infer_mapping
 from sparkindex.documents.plan import IndexPlan, resolve_index
+from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source
+from sparkindex.targets.base import Target
 
 
 def selected_aliases(pipeline: Pipeline, aliases: Sequence[str] | None) -> list[str]:
@@ -18,12 +21,45 @@ def selected_aliases(pipeline: Pipeline, aliases: Sequence[str] | None) -> list[
     return list(dict.fromkeys(aliases))
 
 
-def resolve_plans(pipeline: Pipeline, source: Source, aliases: Sequence[str]) -> dict[str, tuple[IndexPlan, Mapping]]:
-    """Every plan and mapping, so schema errors surface at once with their config key paths."""
+def resolve_plans(
+    pipeline: Pipeline, source: Source, aliases: Sequence[str], target: Target | None = None
+) -> dict[str, tuple[IndexPlan, Mapping]]:
+    """Every plan and mapping, so schema errors surface at once with their config key paths;
+    then what the target cannot hold (*target*, or the pipeline's own when not given)."""
     out: dict[str, tuple[IndexPlan, Mapping]] = {}
     for i, idx in enumerate(pipeline.indexes):
         if idx.alias in aliases:
             where = f"{pipeline.origin}: indexes[{i}]"
             plan = resolve_index(source, idx, where)
             out[idx.alias] = (plan, infer_mapping(plan, where))
+    check_target_capabilities(pipeline, out, target)
     return out
+
+
+def check_target_capabilities(
+    pipeline: Pipeline, plans: dict[str, tuple[IndexPlan, Mapping]], target: Target | None = None
+) -> None:
+    """Refuse, before any index exists, what the target cannot hold (a config error, exit 2)."""
+    joins = [(alias, plan) for alias, (plan, _) in plans.items() if plan.joins]
+    if not joins:
+        return
+    if target is None:
+        from sparkindex.targets.registry import open_target
+
+        opened = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+        try:
+            supported = opened.supports_join
+        finally:
+            opened.close()
+    else:
+        supported = target.supports_join
+    if supported:
+        return
+    alias, plan = joins[0]
+    i = next(n for n, idx in enumerate(pipeline.indexes) if idx.alias == alias)
+    j = next(n for n, rel in enumerate(plan.relations) if rel.kind == "join")
+    raise ConfigError(
+        f"{pipeline.origin}: indexes[{i}].relations[{j}].type: join relations make parent-child documents, "
+        f"which target {redact_url(pipeline.target.url)!r} cannot hold; use type: nested, or an OpenSearch or "
+        "Elasticsearch target"
+    )

@@ -197,7 +197,7 @@ class ReindexJob:
             return store.job(old.id)
         self.progress.phase("planning partitions")
         job = store.create_job(self.aliases, {"aliases": self.aliases}, getpass.getuser(), fingerprint=fingerprint)
-        targets = {alias: target.create_version(alias, mapping) for alias, (_, mapping) in plans.items()}
+        targets = {a: target.create_version(a, m, plan.config.settings.to_target()) for a, (plan, m) in plans.items()}
         store.update_job(job.id, targets=targets)
         specs = plan_partitions(
             source,

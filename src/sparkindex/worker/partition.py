@@ -266,7 +266,7 @@ class _Attempt:
     @staticmethod
     def _add(batch: _Batch, page: Page) -> None:
         for d in page.docs:
-            batch.items.append(BulkItem(d.id, d.source, d.hash, fields=d.fields, sort_key=d.sort_key))
+            batch.items.append(d.bulk_item())  # version and routing included
             batch.bytes += len(d.source)
         batch.build_failures.extend(_failure(f) for f in page.failures)
 

@@ -25,11 +25,13 @@ from sparkindex.targets.base import (
     BulkItemResult,
     KeyBounds,
     SearchHit,
+    StoredDocument,
     Target,
     WriteMark,
     version_name,
     version_number,
 )
+from sparkindex.targets.tantivy import reader
 from sparkindex.targets.tantivy.catalogue import AliasCatalogue
 from sparkindex.targets.tantivy.config import TantivyTargetConfig
 from sparkindex.targets.tantivy.schema import SchemaPlan, build_schema, to_tantivy_json
@@ -47,6 +49,7 @@ class TantivyTarget(Target):
         self.root = config.root
         self.catalogue = AliasCatalogue(self.root)
         self._open: dict[str, tuple[tantivy.Index, SchemaPlan]] = {}
+        self._samples: dict[str, tuple[tuple[int, int], reader.KeySample]] = {}
 
     # -- versions ----------------------------------------------------------------------------------
     def _dir(self, index: str) -> Path:
@@ -220,8 +223,47 @@ class TantivyTarget(Target):
             out.append(SearchHit(doc["_id"][0], float(score), orjson.loads(doc["_source"][0])))
         return out
 
+    # -- reading back (spark.read, index-to-index): see reader.py -----------------------------------
+    def mapping(self, name: str) -> dict[str, Any]:
+        index = self._resolve(name)
+        self._index(index)  # a missing index raises, naming the root
+        mapping: dict[str, Any] = orjson.loads((self._dir(index) / MAPPING_FILE).read_bytes())
+        return mapping
+
+    def read_documents(
+        self,
+        name: str,
+        key_range: KeyBounds | None = None,
+        after: str | None = None,
+        size: int = 1000,
+        fields: Sequence[str] | None = None,
+        query: str | None = None,
+    ) -> list[StoredDocument]:
+        if size <= 0:
+            return []
+        idx, plan, searcher = self._searcher(name)
+        where = reader.parse_filter(idx, query, plan.text_fields)
+        keys = reader.page_keys(idx, searcher, self._sample(name, idx, searcher), key_range, after, size, where)
+        return reader.fetch(idx, searcher, keys, fields, where)
+
+    def key_splits(self, name: str, parts: int) -> list[str]:
+        idx, _, searcher = self._searcher(name)
+        return reader.split_points(self._sample(name, idx, searcher), parts)
+
+    def _sample(self, name: str, idx: tantivy.Index, searcher: Any) -> reader.KeySample:
+        """The key sample of *name*, drawn again once the index has changed (a stale sample only
+        makes windows less even, never pages wrong)."""
+        index = self._resolve(name)
+        signature = (int(searcher.num_docs), int(searcher.num_segments))
+        cached = self._samples.get(index)
+        if cached is None or cached[0] != signature:
+            cached = (signature, reader.draw_sample(idx, searcher))
+            self._samples[index] = cached
+        return cached[1]
+
     def close(self) -> None:
         self._open.clear()
+        self._samples.clear()
 
 
 def key_range_query(idx: tantivy.Index, key_range: KeyBounds) -> tantivy.Query:

@@ -7,7 +7,9 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
 - ``tantivy``: ``reindex_tantivy``, the shop's small documents, end to end (bench/large.py);
 - ``large``: ``reindex_tantivy_large``, ~2 KB nested documents from SQLite and PostgreSQL;
 - ``resume``: a full run, a SIGKILL at half way, the rerun, verify (bench/resume.py);
-- ``memory``: peak RSS per Spark Python worker at a small and a large row count (bench/memory.py).
+- ``memory``: peak RSS per Spark Python worker at a small and a large row count (bench/memory.py);
+- ``null``: ``reindex_null``, ~2 KB nested documents from PostgreSQL into a null bulk endpoint
+  (the pipeline's own cost) against a COPY ceiling and the PGSync peer figure (bench/null.py).
 
 Every reindex figure is end to end (``sparkindex reindex`` as a subprocess, Spark start-up
 included) against the naive single-process loop (bench/naive.py) on the same data in the same run.
@@ -15,7 +17,8 @@ included) against the naive single-process loop (bench/naive.py) on the same dat
 Sizes: ``BENCH_ROWS`` (shop and pg, default 1,000,000), ``BENCH_LARGE_ROWS`` (default 500,000),
 ``BENCH_RESUME_ROWS`` (default: the large rows; ``BENCH_RESUME_SOURCE`` postgres or sqlite),
 ``BENCH_MEMORY_SMALL``/``BENCH_MEMORY_LARGE`` (100,000 / 1,000,000, partitions of
-``BENCH_MEMORY_PARTITION`` = 10,000 rows), ``BENCH_LARGE_SOURCES`` (sqlite,postgres).
+``BENCH_MEMORY_PARTITION`` = 10,000 rows), ``BENCH_LARGE_SOURCES`` (sqlite,postgres),
+``BENCH_NULL_ROWS`` (default 1,000,000) and ``BENCH_NULL_MEMORY_SMALL`` (default a tenth of it).
 ``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
 
     make bench
@@ -38,7 +41,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL = ("pg", "claims", "tantivy", "large", "resume", "memory")
+ALL = ("pg", "claims", "tantivy", "large", "resume", "memory", "null")
 QUICK = {
     "BENCH_ROWS": "20000",
     "BENCH_LARGE_ROWS": "20000",
@@ -46,6 +49,7 @@ QUICK = {
     "BENCH_MEMORY_SMALL": "10000",
     "BENCH_MEMORY_LARGE": "50000",
     "BENCH_MEMORY_PARTITION": "2000",
+    "BENCH_NULL_ROWS": "20000",
 }
 
 
@@ -103,6 +107,12 @@ def large_lines(rows: int) -> Iterable[str]:
     return main_lines(tuple(s.strip() for s in sources if s.strip()), rows)
 
 
+def null_lines() -> list[dict[str, object]]:
+    from bench.null import bench_null  # imported only when selected
+
+    return [bench_null()]
+
+
 def main() -> None:
     if os.environ.get("BENCH_QUICK"):
         for key, value in QUICK.items():
@@ -110,7 +120,7 @@ def main() -> None:
     rows = int(os.environ.get("BENCH_ROWS", "1000000"))
     large_rows = int(os.environ.get("BENCH_LARGE_ROWS", "500000"))
     names = selected()
-    if {"pg", "claims", "large", "resume"} & set(names):
+    if {"pg", "claims", "large", "resume", "null"} & set(names):
         services()
     from bench.large import bench_shop
     from bench.memory import bench_memory
@@ -123,6 +133,7 @@ def main() -> None:
         "large": lambda: large_lines(large_rows),
         "resume": lambda: [bench_resume()],
         "memory": lambda: [bench_memory()],
+        "null": null_lines,
     }
     failed = []
     for name in names:

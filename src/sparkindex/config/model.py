@@ -279,6 +279,37 @@ class JobConfig(_Strict):
     )
 
 
+_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
+_SPAN_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_span(value: Any) -> float:
+    """Seconds of a span written ``90s``, ``30m``, ``24h``, ``30d``, ``2w`` or a number of seconds;
+    shared by ``verify.every`` and ``gc --older-than`` so both read spans alike."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        m = _SPAN.match(str(value))
+        if m is None:
+            raise ValueError(f"expected a span such as 90s, 30m, 24h or 30d, got {value!r}")
+        seconds = float(m[1]) * _SPAN_SECONDS[m[2] or "s"]
+    if seconds <= 0:
+        raise ValueError(f"a span must be positive, got {value!r}")
+    return seconds
+
+
+class VerifyConfig(_Strict):
+    """``verify: {every: 24h}``: the periodic consistency check (search-center's daily check) that
+    ``serve`` or ``sync`` runs between their own work; without ``every`` none is scheduled."""
+
+    every: float | None = Field(default=None, description="seconds between checks (24h, 30m, 3600)")
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _span(cls, value: Any) -> Any:
+        return None if value is None else parse_span(value)
+
+
 class Pipeline(_Strict):
     source: SourceConfig
     coordination: CoordinationConfig = Field(default_factory=CoordinationConfig)
@@ -286,6 +317,7 @@ class Pipeline(_Strict):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     indexes: list[IndexConfig] = Field(min_length=1)
     job: JobConfig = Field(default_factory=JobConfig)
+    verify: VerifyConfig = Field(default_factory=VerifyConfig)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _origin: str = PrivateAttr(default="<pipeline>")

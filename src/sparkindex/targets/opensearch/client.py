@@ -1,0 +1,84 @@
+"""OpenSearch through opensearch-py: its client built from the config, reduced to one call."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import opensearchpy
+import orjson
+
+from sparkindex.errors import ConfigError
+from sparkindex.targets.opensearch.config import OpenSearchTargetConfig
+from sparkindex.targets.opensearch.errors import translate
+from sparkindex.targets.search_engine.api import Request, Transport
+from sparkindex.targets.search_engine.target import SearchEngineTarget
+
+log = logging.getLogger(__name__)
+
+
+class OrjsonSerializer(opensearchpy.JSONSerializer):
+    """Responses (bulk answers above all) decoded by orjson; bodies arrive already encoded."""
+
+    def loads(self, s: str) -> Any:
+        return orjson.loads(s)
+
+    def dumps(self, data: Any) -> Any:
+        if isinstance(data, str | bytes):
+            return data
+        return orjson.dumps(data)
+
+
+class OpenSearchTransport(Transport):
+    def __init__(self, config: OpenSearchTargetConfig) -> None:
+        c = config
+        if not c.verify_certs:
+            log.warning(
+                "target %s: TLS certificates are not verified (target.options.verify_certs: false)", c.describe()
+            )
+        auth = None
+        if c.username is not None or c.password is not None:
+            auth = (c.username or "", c.password.get_secret_value() if c.password else "")
+        try:
+            self.client = opensearchpy.OpenSearch(
+                hosts=c.host_urls(),
+                http_auth=auth,
+                use_ssl=c.tls,
+                verify_certs=c.verify_certs,
+                ssl_show_warn=c.verify_certs,
+                ca_certs=str(c.ca_certs) if c.ca_certs else None,
+                client_cert=str(c.client_cert) if c.client_cert else None,
+                client_key=str(c.client_key) if c.client_key else None,
+                timeout=c.request_timeout_s,
+                http_compress=c.http_compress,
+                max_retries=c.max_retries,
+                retry_on_status=(),
+                retry_on_timeout=False,
+                pool_maxsize=c.connections_per_host,
+                serializer=OrjsonSerializer(),
+            )
+        except opensearchpy.ImproperlyConfigured as exc:
+            raise ConfigError(f"target.options: {exc}") from None
+        self.where = c.describe()
+
+    def perform(self, request: Request) -> Any:
+        r = request
+        try:
+            return self.client.transport.perform_request(
+                r.method, r.path, params=r.params, body=r.body, headers=r.headers, timeout=r.timeout_s
+            )
+        except opensearchpy.OpenSearchException as exc:
+            raise translate(exc, str(r), self.where) from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class OpenSearchTarget(SearchEngineTarget[OpenSearchTargetConfig]):
+    ENGINE = "OpenSearch"
+
+    def _connect(self) -> Transport:
+        return OpenSearchTransport(self.config)
+
+
+__all__ = ["OpenSearchTarget", "OpenSearchTransport"]

@@ -1,0 +1,165 @@
+"""The planner's mapping and the index's settings, as an OpenSearch/Elasticsearch index body.
+
+The planner already speaks this dialect (``documents/mapping.py``), so translation is mostly
+completion: the sortable key and the content hash every document carries, ``dynamic: strict``
+(a document with a field the mapping does not know is rejected and dead-lettered, rather than
+silently growing the mapping), date formats that take what the builder writes, and the index's
+own settings remembered in ``_meta`` so that :meth:`finish_version` can restore them after the
+bulk load ran with ``refresh_interval: -1`` and no replicas.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from sparkindex.errors import ConfigError
+from sparkindex.targets.base import HASH_FIELD, SORT_KEY_FIELD
+
+#: What the builder writes for DATE/DATETIME columns (orjson's ISO 8601: ``2024-05-01``,
+#: ``2024-05-01T10:00:00``, with microseconds and/or an offset), the ``2024-05-01 10:00:00``
+#: form a database may hand over as text, and epoch milliseconds.
+DATE_FORMAT = "strict_date_optional_time||yyyy-MM-dd HH:mm:ss||yyyy-MM-dd HH:mm:ss.SSSSSS||epoch_millis"
+
+#: Settings a bulk load runs with; restored to the index's own (or the defaults) afterwards.
+BULK_LOAD_SETTINGS: dict[str, Any] = {"refresh_interval": "-1", "number_of_replicas": 0}
+
+RESERVED_FIELDS = frozenset({SORT_KEY_FIELD, HASH_FIELD, "_id", "_source", "_routing", "_index", "_meta"})
+
+META_KEY = "sparkindex"
+
+_KNOWN_TYPES = frozenset(
+    {
+        "text",
+        "keyword",
+        "long",
+        "integer",
+        "short",
+        "byte",
+        "double",
+        "float",
+        "half_float",
+        "scaled_float",
+        "boolean",
+        "date",
+        "date_nanos",
+        "object",
+        "nested",
+        "flattened",
+        "flat_object",
+        "ip",
+        "geo_point",
+        "binary",
+        "join",
+        "wildcard",
+    }
+)
+
+
+def index_mapping(mapping: dict[str, Any], index: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The ``mappings`` body for *index*: the planner's mapping completed (see module doc)."""
+    props = mapping.get("properties")
+    if not isinstance(props, dict):
+        raise ConfigError(f"index {index!r}: the mapping has no 'properties' object")
+    clash = RESERVED_FIELDS & props.keys()
+    if clash:
+        raise ConfigError(
+            f"index {index!r}: document field(s) {sorted(clash)} clash with fields sparkindex or the engine "
+            "reserve; rename the column(s) in the pipeline's columns/relations"
+        )
+    out = {k: copy.deepcopy(v) for k, v in mapping.items() if k != "properties"}
+    out["properties"] = {name: _field(spec, name, index) for name, spec in props.items()}
+    out["properties"][SORT_KEY_FIELD] = {"type": "keyword"}
+    out["properties"][HASH_FIELD] = {"type": "keyword"}
+    out.setdefault("dynamic", "strict")
+    out["_meta"] = {**out.get("_meta", {}), META_KEY: meta}
+    return out
+
+
+def _field(spec: Any, path: str, index: str) -> dict[str, Any]:
+    if not isinstance(spec, dict):
+        raise ConfigError(f"index {index!r}: mapping of field {path!r} must be an object, got {spec!r}")
+    out: dict[str, Any] = dict(spec)
+    kind = out.get("type", "object" if "properties" in out else None)
+    if kind is None:
+        raise ConfigError(f"index {index!r}: field {path!r} has no type")
+    if kind not in _KNOWN_TYPES:
+        raise ConfigError(f"index {index!r}: field {path!r} has unknown type {kind!r}")
+    if kind == "date":
+        out.setdefault("format", DATE_FORMAT)
+    if "properties" in out:
+        if kind not in ("object", "nested"):
+            raise ConfigError(f"index {index!r}: field {path!r} of type {kind!r} cannot have properties")
+        out["properties"] = {k: _field(v, f"{path}.{k}", index) for k, v in out["properties"].items()}
+    return out
+
+
+def text_fields(mapping: dict[str, Any]) -> list[str]:
+    """Dotted paths of the analysed text fields outside nested documents: what a plain query
+    string searches (nested children need a nested query)."""
+    out: list[str] = []
+
+    def walk(props: dict[str, Any], prefix: str) -> None:
+        for name, spec in props.items():
+            if not isinstance(spec, dict) or spec.get("type") == "nested":
+                continue
+            if spec.get("type") == "text" and spec.get("index", True) is not False:
+                out.append(prefix + name)
+            if isinstance(spec.get("properties"), dict):
+                walk(spec["properties"], f"{prefix}{name}.")
+
+    walk(mapping.get("properties", {}), "")
+    return out
+
+
+def normalize_settings(settings: dict[str, Any] | None, where: str) -> dict[str, Any]:
+    """The index's settings as one nested ``{"index": {...}}``-free dict: dotted keys expanded,
+    an ``index.`` prefix or an ``index:`` level removed, so that the forms the engines accept
+    (``number_of_replicas``, ``index.number_of_replicas``, ``{index: {number_of_replicas}}``)
+    compare and merge alike."""
+    out: dict[str, Any] = {}
+    for key, value in (settings or {}).items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"{where}: setting names must be non-empty strings, got {key!r}")
+        parts = key.split(".")
+        if parts[0] == "index":
+            parts = parts[1:]
+        if not parts:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}.index: expected a mapping of settings")
+            _merge(out, normalize_settings(value, f"{where}.index"), where)
+            continue
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{where}.{key}: conflicts with another setting")
+        leaf = parts[-1]
+        if isinstance(value, dict):
+            _merge(node.setdefault(leaf, {}), normalize_settings(value, f"{where}.{key}"), where)
+        elif leaf in node:
+            raise ConfigError(f"{where}.{key}: given twice")
+        else:
+            node[leaf] = value
+    return out
+
+
+def _merge(into: dict[str, Any], other: dict[str, Any], where: str) -> None:
+    for key, value in other.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value, f"{where}.{key}")
+        elif key in into:
+            raise ConfigError(f"{where}.{key}: given twice")
+        else:
+            into[key] = value
+
+
+def creation_settings(user: dict[str, Any]) -> dict[str, Any]:
+    """The index's own settings with the bulk-load ones over them."""
+    return {"index": {**user, **BULK_LOAD_SETTINGS}}
+
+
+def restored_settings(user: dict[str, Any]) -> dict[str, Any]:
+    """What finish_version puts back: the index's own values of the bulk-load settings, or
+    None, which resets a setting to the cluster's default."""
+    return {"index": {key: user.get(key) for key in BULK_LOAD_SETTINGS}}

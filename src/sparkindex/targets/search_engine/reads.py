@@ -1,0 +1,190 @@
+"""Reading an index back: counts, hash scans, keyset pages, key splits and search.
+
+Hash scans use scroll (every copy of a document is yielded, so verify sees duplicates, which a
+keyset walk by key would skip). Pages for reading back use ``search_after`` on the sortable key
+``_key``: stateless and resumable from any key, which is what Spark partitions and index-to-index
+rebuilds need.
+
+Splitting an index into key ranges (:func:`key_splits`): indexes of up to ``split_sample``
+documents are cut exactly, from all their keys; larger ones from a uniform random sample of that
+many keys (``function_score``/``random_score`` with a fixed seed over ``_seq_no``, so the same
+index gives the same cuts). With the default 10,000 samples, each of up to a few dozen ranges
+holds its share of the documents within a few percent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from sparkindex.errors import PermanentError, SparkIndexError, UsageError
+from sparkindex.targets.base import HASH_FIELD, SORT_KEY_FIELD, KeyBounds, SearchHit, StoredDocument
+from sparkindex.targets.search_engine.api import EngineApi
+from sparkindex.targets.search_engine.errors import HttpFailure, request_error
+
+SPLIT_SEED = 20261122
+
+
+def count(api: EngineApi, name: str) -> int:
+    found = api.call("POST", f"/{quote(name)}/_count", f"counting documents of {name!r}")
+    return int(found["count"])
+
+
+def key_range_filter(key_range: KeyBounds | None, after: str | None = None) -> list[dict[str, Any]]:
+    bounds: dict[str, str] = {}
+    if key_range is not None:
+        lo, hi = key_range
+        if lo is not None:
+            bounds["gte"] = lo
+        if hi is not None:
+            bounds["lt"] = hi
+    if after is not None and (bounds.get("gte") is None or after >= bounds["gte"]):
+        bounds.pop("gte", None)
+        bounds["gt"] = after
+    return [{"range": {SORT_KEY_FIELD: bounds}}] if bounds else []
+
+
+def scan_hashes(
+    api: EngineApi,
+    name: str,
+    ids: Sequence[str] | None,
+    key_range: KeyBounds | None,
+    page: int,
+    keep_alive: str,
+) -> Iterator[tuple[str, str]]:
+    filters = key_range_filter(key_range)
+    if ids is None:
+        yield from _scroll(api, name, filters, page, keep_alive)
+        return
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), page):
+        chunk = [{"ids": {"values": unique[start : start + page]}}, *filters]
+        yield from _scroll(api, name, chunk, page, keep_alive)
+
+
+def _scroll(
+    api: EngineApi, name: str, filters: list[dict[str, Any]], page: int, keep_alive: str
+) -> Iterator[tuple[str, str]]:
+    query = {"bool": {"filter": filters}} if filters else {"match_all": {}}
+    what = f"scanning hashes of {name!r}"
+    body = {"size": page, "sort": ["_doc"], "_source": [HASH_FIELD], "query": query}
+    found = api.call("POST", f"/{quote(name)}/_search", what, body, params={"scroll": keep_alive})
+    scroll_id = found.get("_scroll_id")
+    try:
+        while True:
+            hits = found["hits"]["hits"]
+            for hit in hits:
+                yield hit["_id"], str((hit.get("_source") or {}).get(HASH_FIELD) or "")
+            if len(hits) < page or not scroll_id:
+                return
+            found = api.call("POST", "/_search/scroll", what, {"scroll": keep_alive, "scroll_id": scroll_id})
+            scroll_id = found.get("_scroll_id", scroll_id)
+    finally:
+        if scroll_id:
+            with contextlib.suppress(HttpFailure, SparkIndexError):  # expires by itself anyway
+                api.raw("DELETE", "/_search/scroll", {"scroll_id": [scroll_id]})
+
+
+def read_documents(
+    api: EngineApi,
+    name: str,
+    key_range: KeyBounds | None,
+    after: str | None,
+    size: int,
+    fields: Sequence[str] | None,
+    query: str | None = None,
+) -> list[StoredDocument]:
+    """A keyset page; *query* in the engine's query-string syntax filters it (a query the
+    engine cannot parse is the user's to fix: :class:`UsageError`)."""
+    filters = key_range_filter(key_range, after)
+    if query is not None and query.strip():
+        filters.append({"query_string": {"query": query}})
+    body: dict[str, Any] = {
+        "size": size,
+        "sort": [{SORT_KEY_FIELD: "asc"}],
+        "query": {"bool": {"filter": filters}} if filters else {"match_all": {}},
+    }
+    if fields is not None:
+        body["_source"] = {"includes": [*fields, SORT_KEY_FIELD, HASH_FIELD]}
+    found = _search(api, name, body, query, f"reading documents of {name!r}")
+    return [_stored(hit) for hit in found["hits"]["hits"]]
+
+
+def _search(api: EngineApi, name: str, body: dict[str, Any], query: str | None, what: str) -> Any:
+    try:
+        return api.raw("POST", f"/{quote(name)}/_search", body)
+    except HttpFailure as failure:
+        if failure.status == 400 and query:
+            raise UsageError(f"cannot run query {query!r} on {name!r}: {failure.reason}") from None
+        raise request_error(failure, what, api.where) from None
+
+
+def _stored(hit: dict[str, Any]) -> StoredDocument:
+    source = dict(hit.get("_source") or {})
+    sort_key = source.pop(SORT_KEY_FIELD, None)
+    doc_hash = source.pop(HASH_FIELD, None)
+    return StoredDocument(hit["_id"], sort_key, doc_hash, source)
+
+
+def key_splits(api: EngineApi, name: str, parts: int, sample: int) -> list[str]:
+    if parts < 2:
+        return []
+    total = count(api, name)
+    if total == 0:
+        return []
+    if total <= sample:
+        keys = _all_keys(api, name, sample)
+    else:
+        body = {
+            "size": sample,
+            "_source": [SORT_KEY_FIELD],
+            "query": {
+                "function_score": {
+                    "query": {"exists": {"field": SORT_KEY_FIELD}},
+                    "random_score": {"seed": SPLIT_SEED, "field": "_seq_no"},
+                    "boost_mode": "replace",
+                }
+            },
+        }
+        found = api.call("POST", f"/{quote(name)}/_search", f"sampling sort keys of {name!r}", body)
+        keys = sorted(k for hit in found["hits"]["hits"] if (k := (hit.get("_source") or {}).get(SORT_KEY_FIELD)))
+    cuts: list[str] = []
+    for i in range(1, parts):
+        key = keys[len(keys) * i // parts] if keys else None
+        if key is not None and (not cuts or key > cuts[-1]) and key > keys[0]:
+            cuts.append(key)
+    return cuts
+
+
+def _all_keys(api: EngineApi, name: str, limit: int) -> list[str]:
+    keys: list[str] = []
+    after: str | None = None
+    while True:
+        page = read_documents(api, name, None, after, min(limit, 10_000), [])
+        keys.extend(d.sort_key for d in page if d.sort_key is not None)
+        if len(page) < min(limit, 10_000) or not page or page[-1].sort_key is None:
+            return keys
+        after = page[-1].sort_key
+
+
+def search(api: EngineApi, name: str, query: str, limit: int, fields: list[str]) -> list[SearchHit]:
+    if query.strip():
+        q: dict[str, Any] = {"simple_query_string": {"query": query, "fields": fields or ["*"]}}
+    else:
+        q = {"match_all": {}}
+    found = _search(api, name, {"size": limit, "query": q}, query, f"searching {name!r}")
+    out = []
+    for hit in found["hits"]["hits"]:
+        doc = _stored(hit)
+        out.append(SearchHit(doc.id, float(hit.get("_score") or 0.0), doc.source))
+    return out
+
+
+def mapping_of(api: EngineApi, name: str) -> dict[str, Any]:
+    """The mapping of *name* (an index, or the index behind an alias)."""
+    found = api.call("GET", f"/{quote(name)}/_mapping", f"reading the mapping of {name!r}")
+    if not found:
+        raise PermanentError(f"index {name!r} has no mapping")
+    return dict(next(iter(found.values())).get("mappings") or {})

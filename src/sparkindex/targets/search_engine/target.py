@@ -1,0 +1,276 @@
+"""The Target interface for HTTP search engines (OpenSearch, Elasticsearch), shared by both.
+
+A backend subclass fills in two hooks: :meth:`SearchEngineTarget._connect` (its client, reduced
+to a :class:`~.api.Transport`) and its config class. Everything engine-neutral lives here and in
+this package's modules: index bodies (``mapping``), bulk bodies and item classification
+(``bulk``), the alias compare-and-swap and fences (``aliases``), reads (``reads``).
+
+One instance is shared by the threads of a worker process (the partition worker keeps several
+bulks in flight): the client is thread-safe and created once, under a lock; nothing else here
+holds mutable state but small caches written whole.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from collections.abc import Iterator, Sequence
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from sparkindex.errors import ConfigError, PermanentError, TransientError
+from sparkindex.targets.base import (
+    BulkItem,
+    BulkItemResult,
+    KeyBounds,
+    SearchHit,
+    StoredDocument,
+    Target,
+    version_name,
+    version_number,
+)
+from sparkindex.targets.search_engine import aliases, reads
+from sparkindex.targets.search_engine.api import EngineApi, Transport
+from sparkindex.targets.search_engine.bulk import EncodedItem, chunks, encode_item, item_result
+from sparkindex.targets.search_engine.config import SearchEngineConfig
+from sparkindex.targets.search_engine.errors import HttpFailure, failure_from_body, request_error
+from sparkindex.targets.search_engine.mapping import (
+    META_KEY,
+    creation_settings,
+    index_mapping,
+    normalize_settings,
+    restored_settings,
+    text_fields,
+)
+
+
+def _meta(alias: str, mapping: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """What a version remembers about itself (in its mapping's ``_meta``): the mapping as the
+    planner gave it (read back by :meth:`SearchEngineTarget.mapping`), the index's own settings
+    (restored after the bulk load) and its state."""
+    return {"alias": alias, "mapping": mapping, "settings": settings, "state": "building"}
+
+
+C = TypeVar("C", bound=SearchEngineConfig)
+
+
+class SearchEngineTarget(Target, Generic[C]):
+    #: the engine's name in messages ("OpenSearch")
+    ENGINE = "search engine"
+    supports_join = True
+
+    def __init__(self, config: C) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._api: EngineApi | None = None
+        self._text_fields: dict[str, list[str]] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config.describe()})"
+
+    # -- hooks ---------------------------------------------------------------------------------------
+    @abstractmethod
+    def _connect(self) -> Transport:
+        """The backend's client for :attr:`config`, as a transport (called once, lazily)."""
+
+    # -- plumbing ------------------------------------------------------------------------------------
+    @property
+    def api(self) -> EngineApi:
+        api = self._api
+        if api is None:
+            with self._lock:
+                if self._api is None:
+                    self._api = EngineApi(self._connect(), f"{self.ENGINE} at {self.config.describe()}")
+                api = self._api
+        return api
+
+    def close(self) -> None:
+        with self._lock:
+            api, self._api = self._api, None
+        if api is not None:
+            api.transport.close()
+
+    def _refresh(self, name: str) -> None:
+        if self.config.refresh_before_read:
+            self.api.call("POST", f"/{quote(name)}/_refresh", f"refreshing {name!r}")
+
+    # -- versions ------------------------------------------------------------------------------------
+    def create_version(self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None) -> str:
+        user = normalize_settings(settings, f"indexes[{alias}].settings")
+        self._refuse_concrete_alias(alias)
+        for _ in range(5):  # another process may take a number at the same moment: take the next
+            existing = [version_number(alias, v) or 0 for v in self.list_versions(alias)]
+            index = version_name(alias, max(existing, default=0) + 1)
+            body = {
+                "settings": creation_settings(user),
+                "mappings": index_mapping(mapping, index, _meta(alias, mapping, user)),
+            }
+            try:
+                self.api.raw("PUT", f"/{quote(index)}", body)
+                return index
+            except HttpFailure as failure:
+                if failure.error_type == "resource_already_exists_exception":
+                    continue
+                if failure.status == 400:
+                    raise ConfigError(
+                        f"index {index!r} (alias {alias!r}): the {self.ENGINE} refused its mapping or settings: "
+                        f"{failure.error_type}: {failure.reason}"
+                    ) from None
+                raise request_error(failure, f"creating index {index!r}", self.api.where) from None
+        raise TransientError(f"could not create a new version of alias {alias!r}: every number was taken meanwhile")
+
+    def _refuse_concrete_alias(self, alias: str) -> None:
+        what = f"checking that {alias!r} is free for an alias"
+        found = self.api.call("GET", f"/{quote(alias)}/_settings/index.provided_name", what, missing_ok=True)
+        if found and alias in found:
+            raise ConfigError(
+                f"alias {alias!r}: an index of that very name exists on the {self.ENGINE}; an alias cannot share "
+                "it. Reindex under another alias, or delete that index (it is not a sparkindex version)"
+            )
+
+    def version_exists(self, index: str) -> bool:
+        what = f"looking up index {index!r}"
+        found = self.api.call("GET", f"/{quote(index)}/_settings/index.provided_name", what, missing_ok=True)
+        return bool(found) and index in found
+
+    def list_versions(self, alias: str) -> list[str]:
+        found = self.api.call(
+            "GET", f"/{quote(alias)}_v*/_settings/index.provided_name", f"listing versions of {alias!r}"
+        )
+        numbered = [(n, name) for name in (found or {}) if (n := version_number(alias, name)) is not None]
+        return [name for _, name in sorted(numbered)]
+
+    def delete_version(self, index: str) -> None:
+        found = self.api.call("GET", f"/{quote(index)}/_alias", f"reading aliases of {index!r}", missing_ok=True)
+        held = sorted((found or {}).get(index, {}).get("aliases") or {})
+        if held:
+            raise PermanentError(f"index {index!r} is behind alias {held[0]!r}; swap the alias first")
+        self.api.call("DELETE", f"/{quote(index)}", f"deleting index {index!r}", missing_ok=True)
+
+    def _meta(self, index: str) -> dict[str, Any]:
+        return dict(reads.mapping_of(self.api, index).get("_meta") or {})
+
+    def finish_version(self, index: str) -> None:
+        meta = self._meta(index)
+        own = dict(meta.get(META_KEY) or {})
+        user = dict(own.get("settings") or {})
+        self.api.call(
+            "PUT", f"/{quote(index)}/_settings", f"restoring the settings of {index!r}", restored_settings(user)
+        )
+        self.api.call("POST", f"/{quote(index)}/_refresh", f"refreshing {index!r}")
+        self._wait_for_health(index)
+        meta[META_KEY] = {**own, "state": "ready"}
+        self.api.call("PUT", f"/{quote(index)}/_mapping", f"marking {index!r} ready", {"_meta": meta})
+
+    def _wait_for_health(self, index: str) -> None:
+        status = self.config.wait_for_status
+        if status == "none":
+            return
+        timeout = self.config.health_timeout_s
+        health = self.api.call(
+            "GET",
+            f"/_cluster/health/{quote(index)}",
+            f"waiting for {index!r} to be {status}",
+            params={"wait_for_status": status, "timeout": f"{max(1, round(timeout))}s"},
+            timeout_s=timeout + self.config.request_timeout_s,
+        )
+        if health.get("timed_out"):
+            raise TransientError(
+                f"index {index!r} did not become {status} within {timeout:g}s on the {self.ENGINE} "
+                f"(it is {health.get('status')}, {health.get('unassigned_shards', '?')} shard(s) unassigned); "
+                "target.options.wait_for_status / health_timeout_s set what to wait for"
+            )
+
+    # -- aliases -------------------------------------------------------------------------------------
+    def alias_target(self, alias: str) -> str | None:
+        return aliases.current_index(self.api, alias)
+
+    def observe_fence(self, alias: str, fence: int) -> None:
+        aliases.observe_fence(self.api, self.config.fence_index, alias, fence)
+
+    def swap(self, alias: str, new_index: str, expected_previous: str | None, fence: int | None = None) -> None:
+        if not self.version_exists(new_index):
+            raise PermanentError(f"cannot point alias {alias!r} at missing index {new_index!r}")
+        aliases.swap(self.api, self.config.fence_index, alias, new_index, expected_previous, fence)
+
+    # -- writes --------------------------------------------------------------------------------------
+    def bulk(self, index: str, items: Sequence[BulkItem]) -> list[BulkItemResult]:
+        encoded = [encode_item(item) for item in items]
+        results: list[BulkItemResult | None] = [None] * len(items)
+        sendable = []
+        for i, enc in enumerate(encoded):
+            if enc.error is not None:
+                results[i] = BulkItemResult(items[i].id, False, enc.error, "DocumentError")
+            else:
+                sendable.append(i)
+        todo = [encoded[i] for i in sendable]
+        for start, end in chunks(todo, self.config.max_bulk_docs, self.config.max_bulk_bytes):
+            positions = sendable[start:end]
+            for pos, res in zip(
+                positions, self._send(index, [items[p] for p in positions], todo[start:end]), strict=True
+            ):
+                results[pos] = res
+        return [r for r in results if r is not None]
+
+    def _send(self, index: str, items: list[BulkItem], encoded: list[EncodedItem]) -> list[BulkItemResult]:
+        body = b"".join(e.lines for e in encoded)
+        try:
+            answer = self.api.raw("POST", f"/{quote(index)}/_bulk", ndjson_body=body)
+        except HttpFailure as failure:
+            if failure.status == 413:  # too large for the server: halve, down to one document
+                if len(items) == 1:
+                    return [BulkItemResult(items[0].id, False, f"413 {failure.reason}", "request_entity_too_large")]
+                half = len(items) // 2
+                return self._send(index, items[:half], encoded[:half]) + self._send(index, items[half:], encoded[half:])
+            raise request_error(failure, f"bulk of {len(items)} to {index!r}", self.api.where) from None
+        answers = answer.get("items") if isinstance(answer, dict) else None
+        if not isinstance(answers, list) or len(answers) != len(items):
+            if isinstance(answer, dict) and "error" in answer:
+                raise request_error(failure_from_body(int(answer.get("status", 500)), answer), "bulk", self.api.where)
+            got = len(answers) if isinstance(answers, list) else "no"
+            raise PermanentError(f"bulk to {index!r}: {got} answers for {len(items)} items from {self.api.where}")
+        return [item_result(item, a) for item, a in zip(items, answers, strict=True)]
+
+    # -- reads ---------------------------------------------------------------------------------------
+    def count(self, name: str) -> int:
+        self._refresh(name)
+        return reads.count(self.api, name)
+
+    def scan_hashes(
+        self, name: str, ids: Sequence[str] | None = None, key_range: KeyBounds | None = None
+    ) -> Iterator[tuple[str, str]]:
+        if ids is not None and not ids:
+            return iter(())
+        self._refresh(name)
+        c = self.config
+        return reads.scan_hashes(self.api, name, ids, key_range, c.scan_page_size, c.scroll_keep_alive)
+
+    def read_documents(
+        self,
+        name: str,
+        key_range: KeyBounds | None = None,
+        after: str | None = None,
+        size: int = 1000,
+        fields: Sequence[str] | None = None,
+        query: str | None = None,
+    ) -> list[StoredDocument]:
+        if after is None:
+            self._refresh(name)
+        return reads.read_documents(self.api, name, key_range, after, size, fields, query)
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        own = self._meta(name).get(META_KEY) or {}
+        if "mapping" not in own:
+            raise PermanentError(f"index {name!r} was not created by sparkindex: its mapping has no _meta.{META_KEY}")
+        return dict(own["mapping"])
+
+    def key_splits(self, name: str, parts: int) -> list[str]:
+        self._refresh(name)
+        return reads.key_splits(self.api, name, parts, self.config.split_sample)
+
+    def search(self, name: str, query: str, limit: int = 10) -> list[SearchHit]:
+        index = aliases.current_index(self.api, name) or name
+        fields = self._text_fields.get(index)
+        if fields is None:
+            fields = self._text_fields[index] = text_fields(reads.mapping_of(self.api, index))
+        return reads.search(self.api, name, query, limit, fields)

@@ -337,3 +337,154 @@ def test_cli_serve_exits_2(tmp_path: Path) -> None:
     res = subprocess.run([str(CLI), "serve"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert "not available" in res.stderr
     assert res.returncode == 2, f"serve printed an error but exited {res.returncode}"
+
+
+# -- index settings, mapping overrides, versions, joins ------------------------------------------------
+def index_with(extra: str) -> str:
+    return GOOD + "".join(f"    {line}\n" for line in extra.strip("\n").split("\n"))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        "settings:\n  number_of_shards: 2\n  refresh_interval: 30s\n  analysis:\n    analyzer:\n"
+        "      folded: {type: custom, tokenizer: standard, filter: [lowercase, asciifolding]}",
+        "settings:\n  index:\n    number_of_shards: 2\n    refresh_interval: 30s\n  analysis.analyzer.folded:\n"
+        "    type: custom\n    tokenizer: standard\n    filter: [lowercase, asciifolding]",
+        "settings:\n  index.number_of_shards: 2\n  index.refresh_interval: 30s\n"
+        "  analysis.analyzer.folded.type: custom\n  analysis.analyzer.folded.tokenizer: standard\n"
+        "  analysis.analyzer.folded.filter: [lowercase, asciifolding]",
+    ],
+    ids=["nested", "index-group-and-dotted", "flat"],
+)
+def test_settings_written_any_way_reach_the_target_alike(tmp_path: Path, settings: str) -> None:
+    idx = parse(index_with(settings), tmp_path).indexes[0]
+    assert idx.settings.to_target() == {
+        "number_of_shards": 2,
+        "refresh_interval": "30s",
+        "analysis": {
+            "analyzer": {"folded": {"type": "custom", "tokenizer": "standard", "filter": ["lowercase", "asciifolding"]}}
+        },
+    }
+
+
+def test_no_settings_send_nothing(tmp_path: Path) -> None:
+    idx = parse(GOOD, tmp_path).indexes[0]
+    assert idx.settings.to_target() == {} and idx.mapping.root_options() == {}
+    assert idx.version is None and idx.join is None
+
+
+def test_refresh_off_may_be_written_as_a_number(tmp_path: Path) -> None:
+    idx = parse(index_with("settings: {refresh_interval: -1, number_of_replicas: 0}"), tmp_path).indexes[0]
+    assert idx.settings.to_target() == {"refresh_interval": "-1", "number_of_replicas": 0}
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (
+            "settings: {number_of_shard: 2}",
+            "p.yaml: indexes[0].settings.number_of_shard: unknown key (expected one of: number_of_shards, "
+            "number_of_replicas, auto_expand_replicas, refresh_interval, analysis, similarity, max_result_window, "
+            "max_inner_result_window, max_ngram_diff, max_shingle_diff, number_of_routing_shards, "
+            "routing_partition_size, codec, mapping, sort, query, highlight, knn, default_pipeline, final_pipeline)",
+        ),
+        (
+            "settings: {index.number_of_shards: 0}",
+            "p.yaml: indexes[0].settings.number_of_shards: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            "settings: {refresh_interval: soon}",
+            "p.yaml: indexes[0].settings.refresh_interval: expected a duration such as 1s, 500ms or 30s, or -1 to "
+            "turn refresh off (got 'soon')",
+        ),
+        (
+            "settings: {analysis: {analyzer: {folded: {filter: [lowercase]}}}}",
+            "p.yaml: indexes[0].settings.analysis.analyzer.folded: a custom analyzer (no 'type', or type: custom) "
+            "needs a 'tokenizer'",
+        ),
+        (
+            "settings: {analysis: {tokenizer: {edge: {min_gram: 2}}}}",
+            "p.yaml: indexes[0].settings.analysis.tokenizer.edge.type: Field required",
+        ),
+        (
+            "settings: {analysis: {analyzers: {}}}",
+            "p.yaml: indexes[0].settings.analysis.analyzers: unknown key (expected one of: analyzer, normalizer, "
+            "tokenizer, filter, char_filter)",
+        ),
+        (
+            "settings: {number_of_shards: 2, index.number_of_shards: 3}",
+            "p.yaml: indexes[0].settings: number_of_shards given both inside and outside 'index'",
+        ),
+        (
+            "settings: {codec: best_compression, codec.level: 3}",
+            "p.yaml: indexes[0].settings: 'codec.level': 'codec' is set both to a value and to a group of settings",
+        ),
+        (
+            "settings: {index: 2}",
+            "p.yaml: indexes[0].settings: 'index' must be a group of settings",
+        ),
+        (
+            "mapping: {dynamic: sometimes}",
+            "p.yaml: indexes[0].mapping.dynamic: expected true, false or strict (got 'sometimes')",
+        ),
+        (
+            "mapping: {_source: {enabled: false}}",
+            "p.yaml: indexes[0].mapping._source: unknown key (expected one of: dynamic, date_detection, "
+            "numeric_detection, dynamic_date_formats, dynamic_templates, properties)",
+        ),
+        (
+            "mapping: {properties: {name: text}}",
+            "p.yaml: indexes[0].mapping.properties.name: Input should be a valid dictionary (got 'text')",
+        ),
+        (
+            "relations: [{name: r, type: parent, table: t}]",
+            "p.yaml: indexes[0].relations[0].type: Input should be 'object', 'nested' or 'join' (got 'parent')",
+        ),
+        (
+            "versoin: updated_at",
+            "p.yaml: indexes[0].versoin: unknown key (expected one of: alias, table, id, columns, relations, fields, "
+            "partition_size, page_size, complexity, priority, build, settings, mapping, version, join)",
+        ),
+    ],
+    ids=[
+        "unknown-setting",
+        "shards",
+        "refresh",
+        "custom-analyzer",
+        "tokenizer-type",
+        "analysis-group",
+        "inside-and-outside-index",
+        "value-and-group",
+        "index-not-a-group",
+        "dynamic",
+        "mapping-root-key",
+        "property-not-a-mapping",
+        "relation-type",
+        "index-key-typo",
+    ],
+)
+def test_index_options_errors_are_exact(tmp_path: Path, extra: str, expected: str) -> None:
+    assert config_error(index_with(extra), tmp_path) == expected
+
+
+def test_unknown_keys_never_echo_their_value(tmp_path: Path) -> None:
+    msg = config_error(index_with("settings: {password: hunter2}"), tmp_path)
+    assert "hunter2" not in msg and "indexes[0].settings.password: unknown key" in msg
+
+
+def test_index_options_travel_to_tasks(tmp_path: Path) -> None:
+    text = index_with(
+        "version: updated_at\njoin: {field: kind, parent: product}\n"
+        "settings: {index.number_of_replicas: 1, analysis.analyzer.folded: {tokenizer: standard}}\n"
+        "mapping: {dynamic: strict, properties: {price: {type: scaled_float, scaling_factor: 100}}}\n"
+        "relations: [{name: reviews, type: join, table: reviews, version: changed}]"
+    )
+    p = parse(text, tmp_path)
+    q = Pipeline.from_wire(orjson.loads(orjson.dumps(p.to_wire())))
+    a, b = p.indexes[0], q.indexes[0]
+    want = {"number_of_replicas": 1, "analysis": {"analyzer": {"folded": {"tokenizer": "standard"}}}}
+    assert b.settings.to_target() == a.settings.to_target() == want
+    assert b.mapping.root_options() == a.mapping.root_options() == {"dynamic": "strict"}
+    assert b.mapping.properties == {"price": {"type": "scaled_float", "scaling_factor": 100}}
+    assert (b.version, b.join, b.relations[0].version) == ("updated_at", a.join, "changed")

@@ -592,3 +592,132 @@ def test_relation_name_clashing_with_a_column(source: Source) -> None:
     )
     msg = config_error(source, cfg)
     assert "indexes[0].relations[0].name" in msg and "'name'" in msg
+
+
+# -- mapping overrides (indexes[].mapping) ----------------------------------------------------------------
+
+
+def mapped(source: Source, **kw: Any) -> dict[str, Any]:
+    return infer_mapping(resolve_index(source, product_config(**kw), "p.yaml: indexes[0]"), "p.yaml: indexes[0]")
+
+
+def test_mapping_override_merges_over_the_inferred_mapping(source: Source) -> None:
+    mapping = mapped(
+        source,
+        fields={"name": FieldOverride(keyword=True)},
+        mapping={
+            "dynamic": "strict",
+            "date_detection": False,
+            "properties": {
+                "price": {"type": "scaled_float", "scaling_factor": 100},
+                "name": {"fields": {"folded": {"type": "text", "analyzer": "standard"}}},
+                "created": {"format": "yyyy-MM-dd'T'HH:mm:ss||strict_date_optional_time"},
+                "category": {"type": "nested", "properties": {"name": {"type": "text", "copy_to": "all_text"}}},
+                "reviews": {"properties": {"author": {"properties": {"name": {"type": "keyword"}}}}},
+            },
+        },
+    )
+    assert mapping["dynamic"] == "strict" and mapping["date_detection"] is False
+    props = mapping["properties"]
+    assert props["price"] == {"type": "scaled_float", "scaling_factor": 100}
+    # the `fields` shorthand's keyword sub-field stays; the override adds its own
+    assert props["name"] == {
+        "type": "text",
+        "fields": {
+            "keyword": {"type": "keyword", "ignore_above": 256},
+            "folded": {"type": "text", "analyzer": "standard"},
+        },
+    }
+    assert props["created"] == {"type": "date", "format": "yyyy-MM-dd'T'HH:mm:ss||strict_date_optional_time"}
+    assert props["category"] == {
+        "type": "nested",
+        "properties": {"id": {"type": "long"}, "name": {"type": "text", "copy_to": "all_text"}},
+    }
+    assert props["all_text"] == {"type": "text"}  # a copy_to target, as `fields` makes one
+    assert props["reviews"]["properties"]["author"]["properties"]["name"] == {"type": "keyword"}
+    assert props["sku"] == {"type": "keyword"}  # untouched
+
+
+def test_mapping_override_wins_over_the_fields_shorthand(source: Source) -> None:
+    props = mapped(
+        source, fields={"sku": FieldOverride(type="text")}, mapping={"properties": {"sku": {"type": "wildcard"}}}
+    )["properties"]
+    assert props["sku"] == {"type": "wildcard"}
+
+
+def test_dynamic_booleans_are_booleans(source: Source) -> None:
+    assert mapped(source, mapping={"dynamic": "false"})["dynamic"] is False
+    assert "dynamic" not in mapped(source)
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        (
+            {"properties": {"reviews": {"properties": {"title": {"type": "text"}}}}},
+            "p.yaml: indexes[0].mapping.properties.reviews.properties.title: no such field in the documents "
+            "(fields: category, category.id, category.name, category_id, created, id, in_stock, name, price, "
+            "reviews, reviews.author, reviews.author.id, reviews.author.name, reviews.author_id, reviews.body, "
+            "reviews.id, reviews.product_id, sku)",
+        ),
+        (
+            {"properties": {"price": {"type": "money"}}},
+            "p.yaml: indexes[0].mapping.properties.price.type: unknown field type 'money' (known: "
+            "aggregate_metric_double, alias, binary, boolean, byte, completion, constant_keyword, date, date_nanos, "
+            "date_range, dense_vector, double, double_range, flat_object, flattened, float, float_range, geo_point, "
+            "geo_shape, half_float, histogram, integer, integer_range, ip, ip_range, keyword, knn_vector, long, "
+            "long_range, match_only_text, nested, object, percolator, point, rank_feature, rank_features, "
+            "scaled_float, search_as_you_type, shape, short, sparse_vector, text, token_count, unsigned_long, "
+            "version, wildcard, xy_point, xy_shape)",
+        ),
+        (
+            {"properties": {"name": {"type": "object"}}},
+            "p.yaml: indexes[0].mapping.properties.name.type: this field holds a column's values, not objects; "
+            "object is for relations",
+        ),
+        (
+            {"properties": {"category": {"type": "keyword"}}},
+            "p.yaml: indexes[0].mapping.properties.category.type: this field holds a relation's objects; its type "
+            "can be object or nested",
+        ),
+        (
+            {"properties": {"name": {"properties": {"first": {"type": "text"}}}}},
+            "p.yaml: indexes[0].mapping.properties.name.properties: 'name' holds text values, not objects",
+        ),
+        (
+            {"properties": {"name": {"fields": {"raw": {"ignore_above": 10}}}}},
+            "p.yaml: indexes[0].mapping.properties.name.fields.raw: a multi-field needs a 'type'",
+        ),
+        (
+            {"properties": {"name": {"fields": {"raw": {"type": "nested"}}}}},
+            "p.yaml: indexes[0].mapping.properties.name.fields.raw.type: 'nested' is not a type a multi-field can have",
+        ),
+        (
+            {"properties": {"category_id": {"type": "join"}}},
+            "p.yaml: indexes[0].mapping.properties.category_id.type: declare parent-child documents with a relation "
+            "of type: join",
+        ),
+        (
+            {"properties": {"_key": {"type": "keyword"}}},
+            "p.yaml: indexes[0].mapping.properties._key: no such field in the documents (fields: category, "
+            "category.id, category.name, category_id, created, id, in_stock, name, price, reviews, reviews.author, "
+            "reviews.author.id, reviews.author.name, reviews.author_id, reviews.body, reviews.id, "
+            "reviews.product_id, sku)",
+        ),
+    ],
+    ids=[
+        "unknown-field",
+        "unknown-type",
+        "scalar-as-object",
+        "relation-as-scalar",
+        "properties-of-scalar",
+        "multi-field-without-type",
+        "multi-field-nested",
+        "join-type",
+        "reserved-key-field",
+    ],
+)
+def test_mapping_override_errors_name_the_key_path(source: Source, override: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        mapped(source, mapping=override)
+    assert str(err.value) == expected

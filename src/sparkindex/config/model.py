@@ -186,12 +186,21 @@ class MappingOverride(_Strict):
     apply as given.
     """
 
-    dynamic: bool | Literal["true", "false", "strict"] | None = None
+    dynamic: bool | Literal["strict"] | None = None
     date_detection: bool | None = None
     numeric_detection: bool | None = None
     dynamic_date_formats: list[str] | None = None
     dynamic_templates: list[dict[str, dict[str, Any]]] | None = None
     properties: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("dynamic", mode="before")
+    @classmethod
+    def _dynamic(cls, value: Any) -> Any:
+        if isinstance(value, str) and value in ("true", "false"):
+            return value == "true"
+        if value is None or isinstance(value, bool) or value == "strict":
+            return value
+        raise ValueError("expected true, false or strict")
 
     def root_options(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True, exclude={"properties"})

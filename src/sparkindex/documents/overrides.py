@@ -5,8 +5,7 @@ multi-field, ``dynamic: strict``) but not on what the documents hold: the docume
 schema, so a property the documents do not have, or a scalar column declared an object, is a
 config error naming its key path, caught before any index is created rather than as a server
 error in the middle of a job. Parameters inside a field (``format``, ``ignore_above`` ...) are the
-server's business and pass through; field types are checked against the types OpenSearch and
-Elasticsearch know without plugins.
+server's business and pass through; field types are checked against the types the targets know.
 """
 
 from __future__ import annotations
@@ -15,59 +14,32 @@ from typing import Any
 
 from sparkindex.errors import ConfigError
 
-#: Field types of OpenSearch 2 and Elasticsearch 8/9 without plugins (either one's: a target that
-#: lacks one refuses the index when it is created, naming it). ``join`` is left out: parent-child
-#: comes from a relation of ``type: join``, which also builds the children.
+#: Field types the search-engine targets translate (``targets/search_engine/mapping.py`` accepts
+#: these and ``join``; Tantivy indexes its core ones natively and the rest as JSON). ``join`` is left
+#: out: parent-child comes from a relation of ``type: join``, which also builds the children.
 KNOWN_TYPES = frozenset(
     {
-        "aggregate_metric_double",
-        "alias",
         "binary",
         "boolean",
         "byte",
-        "completion",
-        "constant_keyword",
         "date",
         "date_nanos",
-        "date_range",
-        "dense_vector",
         "double",
-        "double_range",
         "flat_object",
         "flattened",
         "float",
-        "float_range",
         "geo_point",
-        "geo_shape",
         "half_float",
-        "histogram",
         "integer",
-        "integer_range",
         "ip",
-        "ip_range",
         "keyword",
-        "knn_vector",
         "long",
-        "long_range",
-        "match_only_text",
         "nested",
         "object",
-        "percolator",
-        "point",
-        "rank_feature",
-        "rank_features",
         "scaled_float",
-        "search_as_you_type",
-        "shape",
         "short",
-        "sparse_vector",
         "text",
-        "token_count",
-        "unsigned_long",
-        "version",
         "wildcard",
-        "xy_point",
-        "xy_shape",
     }
 )
 CONTAINERS = frozenset({"object", "nested"})

@@ -100,6 +100,22 @@ def test_claim_progress_complete_one_statement_each(store: CoordinationStore) ->
     assert (done.processed_count, done.success_count, done.failed_count) == (8, 7, 1)
 
 
+def test_a_rerun_progress_save_counts_its_batch_once(store: CoordinationStore) -> None:
+    """rerun_on_conflict reruns a save whose commit landed but whose reply was lost: the rerun
+    must not add the batch's counts again (the finalize step compares them with the index)."""
+    _, (pid,) = new_job(store, 1)
+    rec = store.claim(pid, "exec-1", "run-A", stale_after_s=60)
+    assert rec is not None
+    store.save_progress(pid, rec.claim_token, [5], 4, 1)
+    store.save_progress(pid, rec.claim_token, [5], 4, 1)  # the rerun of the same batch
+    store.heartbeat(pid, rec.claim_token)
+    store.save_progress(pid, rec.claim_token, [9], 2, 0)
+    now = store.partition(pid)
+    assert (now.processed_count, now.success_count, now.failed_count, now.cursor) == (7, 6, 1, (9,))
+    with pytest.raises(LockLost):
+        store.save_progress(pid, rec.claim_token + 1, [12], 1, 0)
+
+
 def test_claim_of_unknown_partition_is_an_error(store: CoordinationStore) -> None:
     new_job(store, 1)
     with pytest.raises(PermanentError, match="not found"):

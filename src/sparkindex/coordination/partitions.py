@@ -186,30 +186,36 @@ class PartitionRows(StoreBase):
             "writer": sa.func.coalesce(sa.bindparam("b_writer", type_=sa.String), pt.c.writer),
             "last_heartbeat": now,
         }
+        conditions = [
+            pt.c.id == sa.bindparam("b_id"),
+            pt.c.claim_token == sa.bindparam("b_token", type_=sa.BigInteger),
+            pt.c.status == P.PROCESSING,
+        ]
         if to is not None:
             check_partition(P.PROCESSING, to)
             values.update(status=to, completed_at=now)
-        return (
-            pt.update()
-            .where(
-                pt.c.id == sa.bindparam("b_id"),
-                pt.c.claim_token == sa.bindparam("b_token", type_=sa.BigInteger),
-                pt.c.status == P.PROCESSING,
-            )
-            .values(**values)
-        )
+        else:
+            # Cursors only move forward, so a batch whose cursor is already stored was counted:
+            # a rerun after a lost reply must not add its counts twice.
+            cursor = sa.bindparam("b_cursor_seen", type_=sa.Text)
+            conditions.append(sa.or_(cursor.is_(None), pt.c.cursor.is_(None), pt.c.cursor != cursor))
+        return pt.update().where(*conditions).values(**values)
 
     @rerun_on_conflict
     def _run_fenced(self, stmt: sa.Update, params: dict[str, Any], partition_id: str, token: int, to: Any) -> None:
         with self.single.begin() as conn:
             if conn.execute(stmt, params).rowcount == 1:
                 return
-            if to == P.COMPLETED:  # a rerun whose first run committed but lost its reply: done already
-                pt = self.t.partition
-                done = conn.execute(
-                    sa.select(pt.c.id).where(pt.c.id == partition_id, pt.c.claim_token == token, pt.c.status == to)
-                ).first()
-                if done is not None:
+            # A rerun whose first run committed but lost its reply: completed already, or its
+            # batch's cursor already stored.
+            pt = self.t.partition
+            mine = sa.select(pt.c.id).where(pt.c.id == partition_id, pt.c.claim_token == token)
+            if to == P.COMPLETED:
+                if conn.execute(mine.where(pt.c.status == to)).first() is not None:
+                    return
+            elif to is None and params.get("b_cursor") is not None:
+                seen = mine.where(pt.c.status == P.PROCESSING, pt.c.cursor == params["b_cursor"])
+                if conn.execute(seen).first() is not None:
                     return
         raise LockLost(f"partition {partition_id}: claim {token} is no longer the owner")
 
@@ -243,6 +249,7 @@ class PartitionRows(StoreBase):
             "b_ok": success,
             "b_bad": failed,
             "b_cursor": dump_key(cursor),
+            "b_cursor_seen": dump_key(cursor),
             "b_writer": writer,
             "b_now": time.time(),
         }

@@ -645,6 +645,16 @@ def test_mapping_override_wins_over_the_fields_shorthand(source: Source) -> None
     assert props["sku"] == {"type": "wildcard"}
 
 
+def test_a_new_type_defines_the_field_afresh(source: Source) -> None:
+    props = mapped(
+        source,
+        fields={"name": FieldOverride(analyzer="english", keyword=True, copy_to=["all_text"])},
+        mapping={"properties": {"name": {"type": "keyword", "ignore_above": 64}, "sku": {"ignore_above": 10}}},
+    )["properties"]
+    assert props["name"] == {"type": "keyword", "ignore_above": 64}
+    assert props["sku"] == {"type": "keyword", "ignore_above": 10}  # same type: merged
+
+
 def test_dynamic_booleans_are_booleans(source: Source) -> None:
     assert mapped(source, mapping={"dynamic": "false"})["dynamic"] is False
     assert "dynamic" not in mapped(source)

@@ -4,8 +4,10 @@ The override is the user's word on how a field is indexed (a ``scaled_float`` pr
 multi-field, ``dynamic: strict``) but not on what the documents hold: the documents come from the
 schema, so a property the documents do not have, or a scalar column declared an object, is a
 config error naming its key path, caught before any index is created rather than as a server
-error in the middle of a job. Parameters inside a field (``format``, ``ignore_above`` ...) are the
-server's business and pass through; field types are checked against the types the targets know.
+error in the middle of a job. Overrides merge key by key, except that a scalar field given another
+``type`` is defined afresh by the override (the old type's analyzer or sub-fields would not fit).
+Parameters inside a field (``format``, ``ignore_above`` ...) are the server's business and pass
+through; field types are checked against the types the targets know.
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ def merge_properties(
             raise ConfigError(f"{here}: expected a mapping of field parameters (type, analyzer, ...)")
         node = props[name]
         _check_type(node, spec, here)
+        if "properties" not in node and spec.get("type", node["type"]) != node["type"]:
+            # A new type is a new definition: what was inferred or set by `fields` (an analyzer,
+            # copy_to, sub-fields) was for the old type, and the engine would refuse it on this one.
+            node.clear()
         for key, value in spec.items():
             if key == "properties":
                 if "properties" not in node:

@@ -62,6 +62,9 @@ class RelationConfig(_Strict):
     #: join relations only: the child table's column whose value is each child document's
     #: external version (as ``indexes[].version`` is for the parents)
     version: str | None = None
+    #: change capture: changes to this table (and below) are recorded and applied later by
+    #: ``sync --apply-deferred`` or ``sync.deferred_at`` (search-center's delay effect)
+    deferred: bool = False
 
 
 _DURATION = re.compile(r"^(-1|0|\d+(nanos|micros|ms|s|m|h|d))$")
@@ -215,6 +218,34 @@ class JoinConfig(_Strict):
     parent: str | None = Field(default=None, pattern=r"^[^:]+$")
 
 
+class ChangesConfig(_Strict):
+    """Polling change capture (:mod:`sparkindex.sources.polling`): rows whose monotone ``column``
+    moved past the last position, re-read with an ``overlap_s`` window for transactions that
+    committed late; deletes from a ``tombstones`` table (its ``table`` names the deleted row's
+    table, its ``key`` the deleted key as JSON) or, without one, a key diff every ``key_diff_every_s``."""
+
+    column: str
+    tables: dict[str, str] = Field(default_factory=dict, description="per-table column overrides")
+    overlap_s: float = Field(default=5.0, ge=0)
+    tombstones: str | None = None
+    key_diff_every_s: float = Field(default=300.0, gt=0)
+
+
+class SyncConfig(_Strict):
+    """``sync``: continuous change capture (:mod:`sparkindex.changes`)."""
+
+    source: Literal["auto", "log", "polling"] = "auto"
+    group: str = Field(default="default", pattern=r"^[A-Za-z0-9_\-]+$", description="consumer group")
+    slot: str = Field(default="sparkindex", pattern=r"^[a-z0-9_]{1,40}$", description="PostgreSQL slot prefix")
+    lag_warn_bytes: int = Field(default=1 << 30, gt=0, description="warn when a slot retains more WAL")
+    trigger_s: float = Field(default=0.5, gt=0, description="how often the stream looks for changes")
+    max_batch_changes: int = Field(default=50_000, gt=0)
+    catch_up_lag_s: float = Field(default=2.0, gt=0, description="a reindex swaps once this close to the head")
+    deferred_at: str | None = Field(default=None, pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    offsets: Literal["store", "target"] = "store"
+    server_id: int = Field(default=7301, gt=0, description="MySQL/MariaDB replica server id")
+
+
 class IndexConfig(_Strict):
     """One alias: the root table, how to build its documents and how to split the work."""
 
@@ -237,6 +268,8 @@ class IndexConfig(_Strict):
     #: version: a write older than what the index holds loses (:mod:`sparkindex.documents.versions`)
     version: str | None = None
     join: JoinConfig | None = None
+    #: change capture by polling (any database): ``{column: updated_at}``
+    changes: ChangesConfig | None = None
 
 
 class SourceConfig(_Strict):
@@ -327,6 +360,7 @@ class Pipeline(_Strict):
     indexes: list[IndexConfig] = Field(min_length=1)
     job: JobConfig = Field(default_factory=JobConfig)
     verify: VerifyConfig = Field(default_factory=VerifyConfig)
+    sync: SyncConfig = Field(default_factory=SyncConfig)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _origin: str = PrivateAttr(default="<pipeline>")

@@ -35,13 +35,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from bench.large import drop_pg, last_json, partition_size, pg_database, spawn_reindex
-from bench.memory import PeakSampler, kill_tree
+from bench.memory import WORKER_MARKS, PeakSampler, cmdline, descendants, kill_tree
 from bench.null_endpoint import null_endpoint
 from bench.pg import copy_ceiling
 from sparkindex.config import load_pipeline
@@ -54,6 +55,7 @@ from sparkindex.sources.registry import open_source
 PEER_PGSYNC_DOCS_PER_S = 2400
 #: Its own database on the shared test server, so that another benchmark's database is never ours.
 DATABASE = "bench_null"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def default_rows() -> int:
@@ -100,15 +102,16 @@ def reindex_into_null(pipeline: Path, rows: int, timeout: float = 7200) -> dict[
     with null_endpoint() as endpoint:
         point_at(pipeline, endpoint.url)
         marker = str(pipeline.parent)
-        t0 = time.perf_counter()
+        t0, machine0 = time.perf_counter(), _machine_ticks()
         proc = spawn_reindex(pipeline, capture=True)
-        sampler = PeakSampler(proc.pid, marker, every_s=1.0).start()
+        sampler = CpuSampler(proc.pid, marker, every_s=1.0).start()
         try:
             stdout, _ = proc.communicate(timeout=timeout)
         finally:
             sampler.stop()
             kill_tree(proc.pid, marker)  # nothing of it may outlive the measurement
         wall = time.perf_counter() - t0
+        busy, total = (after - before for after, before in zip(_machine_ticks(), machine0, strict=True))
         seen = endpoint.stats()
     summary = last_json(stdout)
     if summary.get("status") != "COMPLETED" or summary.get("indexed") != rows:
@@ -123,7 +126,71 @@ def reindex_into_null(pipeline: Path, rows: int, timeout: float = 7200) -> dict[
         "driver_peak_rss_mb": round(sampler.driver_kb / 1024, 1),
         "jvm_peak_rss_mb": round(sampler.jvm_kb / 1024, 1),
         "endpoint": seen,
+        "cpu_s": {**sampler.cpu_by_kind(), "endpoint": round(seen["cpu_s"], 1)},
+        "machine_busy_share": busy / total if total else None,
     }
+
+
+@dataclass
+class CpuSampler(PeakSampler):
+    """The RSS sampler, also noting the CPU seconds of every process it sees, by kind, and of the
+    PostgreSQL backends serving this benchmark's database (found by their title, which names it).
+
+    A process's figure is its last sample, so up to a second of each one's end is missed: the
+    figures are lower bounds, good for telling where the time went, not for adding to the wall.
+    """
+
+    database: str = DATABASE
+    cpu: dict[int, tuple[str, float]] = field(default_factory=dict)  # pid -> (kind, CPU s)
+
+    def sample(self) -> None:
+        super().sample()
+        for pid in descendants(self.driver_pid, self.marker):
+            line = cmdline(pid)
+            exe = line.split(" ", 1)[0]
+            if pid == self.driver_pid:
+                kind = "driver"
+            elif "java" in exe:
+                kind = "jvm"
+            elif "python" in exe and any(mark in line for mark in WORKER_MARKS):
+                kind = "python_workers"
+            else:
+                kind = "other"
+            self._note(pid, kind)
+        title = f" {self.database} "
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                line = cmdline(int(entry))
+                if line.startswith("postgres: ") and title in line:
+                    self._note(int(entry), "postgres")
+
+    def _note(self, pid: int, kind: str) -> None:
+        seconds = _cpu_s(pid)
+        if seconds is not None:
+            self.cpu[pid] = (kind, max(seconds, self.cpu.get(pid, (kind, 0.0))[1]))
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        out = dict.fromkeys(("python_workers", "jvm", "driver", "postgres", "other"), 0.0)
+        for kind, seconds in self.cpu.values():
+            out[kind] += seconds
+        return {k: round(v, 1) for k, v in out.items()}
+
+
+def _cpu_s(pid: int) -> float | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is field 3
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine since boot, from ``/proc/stat``: whoever used it,
+    PostgreSQL and the other engineers' work included."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
 
 
 def bench_null(rows: int | None = None, small: int | None = None) -> dict[str, Any]:
@@ -164,7 +231,10 @@ def bench_null(rows: int | None = None, small: int | None = None) -> dict[str, A
         "partition_size": part,
         "avg_bulk_item_bytes": round(seen["bulk_bytes"] / max(1, seen["bulk_items"])),
         "endpoint_bulk_requests": seen["bulk_requests"],
-        "endpoint_cpu_s": round(seen["cpu_s"], 2),  # the null server's own share of the machine
+        # Where the CPU went (lower bounds, see CpuSampler; "endpoint": the null server's own), and
+        # how busy the whole machine was (1.0: saturated, by this run or by anyone else's work).
+        "cpu_s": run["cpu_s"],
+        "machine_busy_share": round(run["machine_busy_share"], 3),
         "cores": os.cpu_count(),
         "load_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
         "generate_s": round(generated, 1),

@@ -32,9 +32,9 @@ REINDEX_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
 def register_data_sources(spark: Any) -> None:
-    from sparkindex.spark.writer import SparkIndexDataSource
+    from sparkindex.spark.reader import SparkIndexSource  # the writer's data source, readable too
 
-    spark.dataSource.register(SparkIndexDataSource)
+    spark.dataSource.register(SparkIndexSource)
 
 
 def build_session(

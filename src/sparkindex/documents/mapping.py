@@ -96,6 +96,14 @@ def infer_mapping(plan: IndexPlan, where: str) -> Mapping:
     if plan.join_field is not None:
         props[plan.join_field] = join_mapping(plan)
         reserved = frozenset({plan.join_field})
+    return with_overrides(plan, props, where, reserved)
+
+
+def with_overrides(
+    plan: IndexPlan, props: dict[str, Any], where: str, reserved: frozenset[str] = frozenset()
+) -> Mapping:
+    """*props* (inferred from SQL, or a source index's in an index-to-index rebuild) with the
+    index's ``fields`` shorthands, ``mapping`` override and root options applied."""
     for path, override in plan.config.fields.items():
         if path.split(".")[0] in reserved:
             raise ConfigError(f"{where}.fields.{path}: {path!r} is the join field, which the join relations declare")

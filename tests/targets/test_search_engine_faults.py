@@ -210,3 +210,16 @@ def test_tls_with_a_ca_bundle_or_verification_off(
             untrusted.list_versions("tls")
     finally:
         proxy.close()
+
+
+def test_the_fence_index_is_created_strict_and_hidden(engine: Engine) -> None:
+    target = engine.open()
+    target.observe_fence("shop", 3)
+    target.observe_fence("shop", 2)
+    settings = engine.cluster.request("GET", "/.sparkindex-fences/_settings")
+    mapping = engine.cluster.request("GET", "/.sparkindex-fences/_mapping")
+    assert isinstance(settings, dict) and isinstance(mapping, dict)
+    assert settings[".sparkindex-fences"]["settings"]["index"]["hidden"] == "true"
+    assert mapping[".sparkindex-fences"]["mappings"]["dynamic"] == "strict"
+    doc = engine.cluster.request("GET", "/.sparkindex-fences/_doc/shop")
+    assert isinstance(doc, dict) and (doc["_version"], doc["_source"]["fence"]) == (3, 3)

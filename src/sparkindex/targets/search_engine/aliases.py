@@ -32,7 +32,8 @@ FENCE_INDEX_BODY = {
 
 def alias_indexes(api: EngineApi, alias: str) -> dict[str, bool]:
     """Index -> is-write-index for every index *alias* points at ({} if it points nowhere)."""
-    found = api.call("GET", f"/_alias/{quote(alias)}", f"reading alias {alias!r}", missing_ok=True)
+    # a wildcard: no alias is an empty answer, not a 404 the clients would log as a failure
+    found = api.call("GET", f"/_alias/{quote(alias)}*", f"reading alias {alias!r}")
     out: dict[str, bool] = {}
     for index, entry in (found or {}).items():
         spec = (entry.get("aliases") or {}).get(alias)
@@ -56,28 +57,32 @@ def current_index(api: EngineApi, alias: str) -> str | None:
 
 def observe_fence(api: EngineApi, fence_index: str, alias: str, fence: int) -> bool:
     """Record *fence* for *alias* unless a newer one is recorded; True if *fence* is the newest."""
+    _create_fence_index(api, fence_index)  # explicitly: an auto-created one would be neither strict nor hidden
     path = f"/{quote(fence_index)}/_doc/{quote(alias, safe='')}"
     params = {"version": str(fence), "version_type": "external_gte", "refresh": "false"}
-    body = {"alias": alias, "fence": fence}
-    for attempt in range(2):
-        try:
-            api.raw("PUT", path, body, params=params)
-            return True
-        except HttpFailure as failure:
-            if failure.status == 409:
-                return False
-            if failure.status == 404 and attempt == 0:  # the fence index is created on first use
-                _create_fence_index(api, fence_index)
-                continue
-            raise request_error(failure, f"recording fencing token {fence} of alias {alias!r}", api.where) from None
-    raise AssertionError("unreachable")
+    try:
+        api.raw("PUT", path, {"alias": alias, "fence": fence}, params=params)
+        return True
+    except HttpFailure as failure:
+        if failure.status == 409:
+            return False
+        raise request_error(failure, f"recording fencing token {fence} of alias {alias!r}", api.where) from None
 
 
 def _create_fence_index(api: EngineApi, fence_index: str) -> None:
+    # looked up by wildcard first: a failed create would be logged by the clients as a failure
+    found = api.call(
+        "GET",
+        f"/{quote(fence_index)}*/_settings/index.provided_name",
+        f"looking up the fence index {fence_index!r}",
+        params={"expand_wildcards": "all"},
+    )
+    if fence_index in (found or {}):
+        return
     try:
         api.raw("PUT", f"/{quote(fence_index)}", FENCE_INDEX_BODY)
     except HttpFailure as failure:
-        if failure.error_type != "resource_already_exists_exception":  # created meanwhile: fine
+        if failure.error_type != "resource_already_exists_exception":
             raise request_error(failure, f"creating the fence index {fence_index!r}", api.where) from None
 
 

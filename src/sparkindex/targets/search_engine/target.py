@@ -120,28 +120,28 @@ class SearchEngineTarget(Target, Generic[C]):
         raise TransientError(f"could not create a new version of alias {alias!r}: every number was taken meanwhile")
 
     def _refuse_concrete_alias(self, alias: str) -> None:
-        what = f"checking that {alias!r} is free for an alias"
-        found = self.api.call("GET", f"/{quote(alias)}/_settings/index.provided_name", what, missing_ok=True)
-        if found and alias in found:
+        if alias in self._indexes_named(alias, f"checking that {alias!r} is free for an alias"):
             raise ConfigError(
                 f"alias {alias!r}: an index of that very name exists on the {self.ENGINE}; an alias cannot share "
                 "it. Reindex under another alias, or delete that index (it is not a sparkindex version)"
             )
 
     def version_exists(self, index: str) -> bool:
-        what = f"looking up index {index!r}"
-        found = self.api.call("GET", f"/{quote(index)}/_settings/index.provided_name", what, missing_ok=True)
-        return bool(found) and index in found
+        return index in self._indexes_named(index, f"looking up index {index!r}")
+
+    def _indexes_named(self, prefix: str, what: str, pattern: str = "*") -> dict[str, Any]:
+        """Indexes whose names start with *prefix* (a wildcard, so that a missing name is an
+        empty answer rather than a 404 the clients log as a failure)."""
+        found = self.api.call("GET", f"/{quote(prefix)}{pattern}/_settings/index.provided_name", what)
+        return dict(found or {})
 
     def list_versions(self, alias: str) -> list[str]:
-        found = self.api.call(
-            "GET", f"/{quote(alias)}_v*/_settings/index.provided_name", f"listing versions of {alias!r}"
-        )
-        numbered = [(n, name) for name in (found or {}) if (n := version_number(alias, name)) is not None]
+        found = self._indexes_named(alias, f"listing versions of {alias!r}", "_v*")
+        numbered = [(n, name) for name in found if (n := version_number(alias, name)) is not None]
         return [name for _, name in sorted(numbered)]
 
     def delete_version(self, index: str) -> None:
-        found = self.api.call("GET", f"/{quote(index)}/_alias", f"reading aliases of {index!r}", missing_ok=True)
+        found = self.api.call("GET", f"/{quote(index)}*/_alias", f"reading aliases of {index!r}")
         held = sorted((found or {}).get(index, {}).get("aliases") or {})
         if held:
             raise PermanentError(f"index {index!r} is behind alias {held[0]!r}; swap the alias first")

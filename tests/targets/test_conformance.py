@@ -235,6 +235,14 @@ def test_read_documents_pages_by_sort_key(target: Target, twenty: str) -> None:
     assert [d.source for d in full] == [orjson.loads(nth(4).source or b"")]
 
 
+def test_read_documents_filtered_by_a_query(target: Target, twenty: str) -> None:
+    needs_override(target, "read_documents")
+    page = target.read_documents(twenty, query="tag:even", size=100)
+    assert [d.id for d in page] == [str(i) for i in range(0, 20, 2)]
+    later = target.read_documents(twenty, after=sort_key([10]), query="tag:even", size=3)
+    assert [d.id for d in later] == ["12", "14", "16"]
+
+
 def test_key_splits_cut_about_equal_ranges(target: Target, twenty: str) -> None:
     needs_override(target, "key_splits")
     cuts = target.key_splits(twenty, 4)

@@ -223,3 +223,15 @@ def test_the_fence_index_is_created_strict_and_hidden(engine: Engine) -> None:
     assert mapping[".sparkindex-fences"]["mappings"]["dynamic"] == "strict"
     doc = engine.cluster.request("GET", "/.sparkindex-fences/_doc/shop")
     assert isinstance(doc, dict) and (doc["_version"], doc["_source"]["fence"]) == (3, 3)
+
+
+def test_key_splits_of_a_large_index_come_from_a_sample(engine: Engine) -> None:
+    target = engine.open(split_sample=100)  # 400 documents: more than the sample
+    index = target.create_version("big", MAPPING)
+    assert all(r.ok for r in target.bulk(index, items(*range(400))))
+    cuts = target.key_splits(index, 4)
+    assert len(cuts) == 3 and cuts == sorted(cuts)
+    bounds = [None, *cuts, None]
+    sizes = [len(list(target.scan_hashes(index, key_range=(bounds[i], bounds[i + 1])))) for i in range(4)]
+    assert sum(sizes) == 400 and all(40 <= n <= 160 for n in sizes), sizes
+    assert target.key_splits(index, 4) == cuts  # a fixed seed: the same index gives the same cuts

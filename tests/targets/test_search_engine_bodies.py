@@ -109,6 +109,13 @@ def test_key_and_hash_are_spliced_into_the_body() -> None:
     assert orjson.loads(with_key_and_hash(b' { "a":1}', None, "h")) == {"a": 1, "_hash": "h"}
 
 
+def test_items_the_engine_would_fail_the_whole_request_for_are_refused_alone() -> None:
+    assert "longer than 512 bytes" in (encode_item(BulkItem("x" * 513, b"{}")).error or "")
+    assert encode_item(BulkItem("é" * 256, b"{}")).error is None  # 512 bytes exactly
+    assert "outside" in (encode_item(BulkItem("a", b"{}", version=-1)).error or "")
+    assert "outside" in (encode_item(BulkItem("a", op="delete", version=2**63)).error or "")
+
+
 def test_deletes_and_bodiless_items() -> None:
     assert encode_item(BulkItem("a|b", op="delete", version=3)).lines == (
         b'{"delete":{"_id":"a|b","version":3,"version_type":"external_gte"}}\n'

@@ -33,7 +33,17 @@ class EncodedItem:
     error: str | None = None  # the item cannot be sent at all (no body)
 
 
+#: What the engines accept; outside it they fail the whole request (a validation error), so such
+#: an item is refused here, alone.
+MAX_ID_BYTES = 512
+MAX_VERSION = 2**63 - 1
+
+
 def encode_item(item: BulkItem) -> EncodedItem:
+    if len(item.id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        return EncodedItem(b"", error=f"document id is longer than {MAX_ID_BYTES} bytes (the engine's limit)")
+    if item.version is not None and not 0 <= item.version <= MAX_VERSION:
+        return EncodedItem(b"", error=f"external version {item.version} is outside 0..2^63-1")
     meta: dict[str, Any] = {"_id": item.id}
     if item.version is not None:
         meta["version"] = item.version

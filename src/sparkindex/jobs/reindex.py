@@ -1,8 +1,9 @@
 """A full reindex: lock -> plan or resume -> run on Spark -> finalize -> summary.
 
-The driver never moves documents itself. It decides what work exists (partitions in the store),
-runs Spark passes until none is left, and only then, with every partition COMPLETED, the index's
-count equal to what the partitions acknowledged and its fencing token still valid, swaps the alias.
+The driver decides what work exists (partitions in the store), runs Spark passes until none is
+left (moving documents itself only while the JVM starts: :mod:`.head_start`), and only then,
+with every partition COMPLETED, the index's count equal to what the partitions acknowledged and
+its fencing token still valid, swaps the alias.
 Every job update it makes is fenced by its lock tokens: a driver whose lock was taken over can
 neither move the job nor touch partitions that the new driver's run owns.
 """
@@ -30,6 +31,7 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import ConfigError, LockHeld, LockLost, SparkIndexError
 from sparkindex.jobs.finalize import finalize_job
 from sparkindex.jobs.fingerprint import plan_fingerprint
+from sparkindex.jobs.head_start import HeadStart
 from sparkindex.jobs.keeper import LockKeeper
 from sparkindex.jobs.planning import resolve_plans, selected_aliases
 from sparkindex.jobs.progress import ProgressListener, SilentProgress, StatsPoller
@@ -86,6 +88,7 @@ class ReindexJob:
         self.progress = progress or SilentProgress()
         self._spark_factory = spark_factory
         self._spark_future: Future[Any] | None = None  # the session, once started
+        self._head_start: HeadStart | None = None  # partitions the driver runs while Spark starts
         self.run_id = uuid.uuid4().hex[:12]
         self.holder = holder_name(self.run_id)
         self.job_group = f"sparkindex-{self.run_id}"
@@ -237,6 +240,12 @@ class ReindexJob:
         p = self.pipeline
         poller = StatsPoller(store, job.id, self.progress)
         poller.start()
+        session = None if self._spark_factory is not None else self._spark_future
+        if HeadStart.wanted(p, session):
+            assert session is not None
+            self._head_start = HeadStart(p, job.id, self.run_id, session)
+            self.progress.phase("starting Spark; the driver runs partitions meanwhile")
+            self._head_start.start()
         try:
             for n in range(p.job.max_passes):
                 store.reclaim_stale(job.id, p.job.claim_timeout_s, p.job.partition_retries)
@@ -249,7 +258,13 @@ class ReindexJob:
                 self.progress.phase(f"pass {n + 1}: {len(todo)} partitions on Spark")
                 self._run_pass(store, job.id, [t.id for t in todo], n + 1, dict(keeper.tokens))
         finally:
+            self._join_head_start()
             poller.stop()
+
+    def _join_head_start(self) -> None:
+        head, self._head_start = self._head_start, None
+        if head is not None:
+            head.join()
 
     def _run_pass(
         self, store: CoordinationStore, job_id: str, partition_ids: list[str], n: int, fence: dict[str, int]
@@ -272,8 +287,10 @@ class ReindexJob:
             spark.sparkContext.cancelJobGroup(self.job_group)
             raise
         finally:
-            # None of this run's tasks is running now: what they left PROCESSING (a task that
-            # Spark gave up on) is released for the next pass instead of waiting for a lease timeout.
+            # None of this run's tasks is running now (the driver's head start finishes its
+            # partition first): what they left PROCESSING (a task that Spark gave up on) is
+            # released for the next pass instead of waiting for a lease timeout.
+            self._join_head_start()
             store.reset_run(job_id, self.run_id, fence)
 
     def _wait_for_reopened(self, store: CoordinationStore, job_id: str) -> None:

@@ -1,0 +1,59 @@
+"""The driver's head start on real parts (SQLite shop, store, Tantivy), Spark's part played by a
+thread running the same PartitionWorker over every partition in claim order, as a pass does.
+
+* While the session is not ready, the driver runs partitions from the back of the claim order.
+* It stops claiming once the session is ready, and what it and the "pass" ran adds up exactly:
+  every partition completed once, every row indexed once, none twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.shop import make_shop
+from tests.unit.test_partition_worker import plan_job
+
+from sparkindex.coordination.states import PartitionStatus
+from sparkindex.jobs.head_start import HeadStart
+from sparkindex.spark.context import WorkerContext
+from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
+
+P = PartitionStatus
+
+
+def test_head_start_and_the_pass_share_the_partitions_exactly_once(tmp_path: Path) -> None:
+    pipeline = make_shop(tmp_path, products=1200, partition_size=50)
+    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
+    store, job_id, index, _ = plan_job(pipeline, target, "products")
+    parts = store.partitions(job_id)
+    assert len(parts) >= 20
+    session: Future[Any] = Future()
+    head = HeadStart(pipeline, job_id, "run-1", session)
+    assert HeadStart.wanted(pipeline, session)
+    head.start()
+    # Let the driver finish a few partitions before the "session" is ready.
+    deadline = threading.Event()
+    for _ in range(600):
+        if sum(o.status == "completed" for o in head.outcomes) >= 3:
+            break
+        deadline.wait(0.05)
+    session.set_result(object())
+    worker = WorkerContext(pipeline, store).partition_worker(job_id, "run-1")
+    outcomes = [worker.run(p.id, "test:pass") for p in parts]  # the pass: front to back
+    head.join()
+
+    by_driver = [o.partition_id for o in head.outcomes if o.status == "completed"]
+    by_pass = [o.partition_id for o in outcomes if o.status == "completed"]
+    assert len(by_driver) >= 3, "the driver ran partitions while the session was starting"
+    assert by_driver == [p.id for p in parts[::-1][: len(by_driver)]], "from the back of the claim order"
+    assert sorted(by_driver + by_pass) == sorted(p.id for p in parts), "each partition completed exactly once"
+    assert {o.partition_id for o in outcomes if o.status == "skipped"} >= set(by_driver[:-1])
+    done = store.partitions(job_id)
+    assert {p.status for p in done} == {P.COMPLETED}
+    assert sum(p.success_count for p in done) == 1200
+    target.finish_version(index)
+    assert target.count(index) == 1200
+    assert not HeadStart.wanted(pipeline, session), "a ready session needs no head start"

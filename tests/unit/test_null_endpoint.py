@@ -149,6 +149,8 @@ def test_alias_compare_and_swap_refuses_a_stale_remove(client: OpenSearch) -> No
     # all or nothing: the add of the refused request did not happen either
     assert client.indices.get_alias(name="swap") == {"swap_v2": {"aliases": {"swap": {"is_write_index": True}}}}
     assert not client.indices.exists_alias(name="nowhere")
+    assert client.indices.get_alias(name="nowhere*") == {}  # a wildcard finds nothing, without a 404
+    assert client.indices.get_alias(name="swa*") == {"swap_v2": {"aliases": {"swap": {"is_write_index": True}}}}
 
     client.bulk(index="swap", body=[{"index": {"_id": "1"}}, {"x": 1}])  # writes follow the alias
     assert client.count(index="swap")["count"] == 1

@@ -1,4 +1,4 @@
-"""``sparkindex``: demo, reindex, status, stop, verify, search, dlq, serve.
+"""``sparkindex``: demo, reindex, status, stop, verify, search, dlq, gc, serve.
 
 Exit codes (DESIGN.md): 0 done, 1 done with errors or drift, 2 bad usage or config, 3 failed/stopped.
 """
@@ -107,38 +107,12 @@ def demo(
 
 @app.command()
 def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> None:
-    """The latest job for the aliases: state, counts per entity and partition states."""
-    from sparkindex.jobs.control import latest_job
+    """The latest job for the aliases: state, counts per entity, partition states, last verify."""
+    from sparkindex.cli.status_cmd import status_body
 
-    pipeline = load_pipeline(config)
-    store = _store(pipeline)
-    job = latest_job(store, _aliases(pipeline, index))
-    if job is None:
-        if json:
-            _emit_json({"job_id": None, "status": None})
-        else:
-            err.print("no job yet")
-        raise typer.Exit(0)
-    stats = store.stats(job.id)
-    body = {
-        "job_id": job.id,
-        "status": str(job.status),
-        "aliases": list(job.aliases),
-        "indexes": job.targets,
-        "error": job.error_message,
-        "created_at": job.created_at,
-        "completed_at": job.completed_at,
-        "entities": {k: s.to_dict() for k, s in stats.items()},
-        "dead_letters": store.dead_letters.count(job.id),
-    }
-    if json:
+    body = status_body(load_pipeline(config), index, json)
+    if body is not None:
         _emit_json(body)
-    else:
-        out.print(f"job {job.id}  [bold]{job.status}[/]  {', '.join(job.aliases)}")
-        for k, s in stats.items():
-            out.print(f"  {k}: {s.processed:,}/{s.total:,} processed, {s.failed:,} failed, partitions {s.partitions}")
-        if job.error_message:
-            out.print(f"  error: {escape(job.error_message)}")
 
 
 @app.command()
@@ -152,30 +126,19 @@ def stop(config: ConfigOpt, index: IndexOpt = None) -> None:
 
 
 @app.command()
-def verify(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> None:
-    """Compare source and index by document id and content hash: missing, extra, stale, duplicates."""
-    from sparkindex.jobs.planning import resolve_plans
-    from sparkindex.jobs.verify import verify_alias
-    from sparkindex.sources.registry import open_source
-    from sparkindex.targets.registry import open_target
+def verify(
+    config: ConfigOpt,
+    index: IndexOpt = None,
+    json: JsonOpt = False,
+    repair: Annotated[bool, typer.Option("--repair", help="fix the drift found, then verify again")] = False,
+) -> None:
+    """Compare source and index on Spark by id and content hash: missing, extra, stale, duplicates."""
+    from sparkindex.cli.verify_cmd import verify_command
 
-    pipeline = load_pipeline(config)
-    aliases = _aliases(pipeline, index)
-    source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    reports = [verify_alias(source, target, plan) for plan, _ in resolve_plans(pipeline, source, aliases).values()]
-    keys = ("missing", "extra", "stale", "duplicates", "unbuildable", "index_docs", "checked")
-    total = {k: sum(getattr(r, k) for r in reports) for k in keys}
-    for r in reports:
-        colour = "green" if r.clean else "red"
-        err.print(
-            f"[{colour}]{escape(r.alias)}[/] ({escape(str(r.index))}): checked {r.checked:,}, "
-            f"missing {r.missing:,}, extra {r.extra:,}, stale {r.stale:,}, duplicates {r.duplicates:,} "
-            f"(index holds {r.index_docs:,}; {r.unbuildable:,} rows could not be built)"
-        )
+    outcome = verify_command(load_pipeline(config), index, repair)
     if json:
-        _emit_json({**total, "aliases": {r.alias: r.to_dict() for r in reports}})
-    raise typer.Exit(0 if all(r.clean for r in reports) else 1)
+        _emit_json(outcome.to_json())
+    raise typer.Exit(outcome.exit_code)
 
 
 @app.command()
@@ -200,18 +163,50 @@ def search(
 
 
 @dlq_app.command("list")
-def dlq_list(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False, limit: int = 100) -> None:
+def dlq_list(
+    config: ConfigOpt,
+    index: IndexOpt = None,
+    json: JsonOpt = False,
+    limit: int = 100,
+    error_class: Annotated[str | None, typer.Option("--error-class", help="only this error class")] = None,
+) -> None:
     """Dead-lettered documents with their error and attempts."""
-    pipeline = load_pipeline(config)
-    store = _store(pipeline)
-    items = [d for a in _aliases(pipeline, index) for d in store.dead_letters.list(alias=a, limit=limit)]
+    from sparkindex.cli.dlq_cmd import dlq_list_body
+
+    body = dlq_list_body(load_pipeline(config), index, error_class, limit, json)
+    if body is not None:
+        _emit_json(body)
+
+
+@dlq_app.command("redrive")
+def dlq_redrive(
+    config: ConfigOpt,
+    alias: Annotated[list[str] | None, typer.Option("--alias", "--index", "-i", help="alias (repeatable)")] = None,
+    error_class: Annotated[str | None, typer.Option("--error-class", help="only this error class")] = None,
+    json: JsonOpt = False,
+) -> None:
+    """Rebuild dead-lettered documents from the source by key and retry them."""
+    from sparkindex.cli.dlq_cmd import dlq_redrive_body
+
+    report = dlq_redrive_body(load_pipeline(config), alias, error_class)
     if json:
-        _emit_json({"dead_letters": [d.__dict__ for d in items]})
-        return
-    for d in items:
-        out.print(f"{d.alias}  {d.doc_id}  {d.error_class}: {d.error_message[:120]}  (attempts {d.attempts})")
-    if not items:
-        err.print("no dead letters")
+        _emit_json(report.to_dict())
+    raise typer.Exit(report.exit_code)
+
+
+@app.command()
+def gc(
+    config: ConfigOpt,
+    older_than: Annotated[str, typer.Option("--older-than", help="age of what may go: 30d, 12h, 90m")] = "30d",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="report what would go, delete nothing")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Delete finished jobs, resolved dead letters and index versions beyond keep_versions."""
+    from sparkindex.cli.gc_cmd import gc_body
+
+    report = gc_body(load_pipeline(config), older_than, dry_run)
+    if json:
+        _emit_json(report.to_dict())
 
 
 @app.command()

@@ -1,22 +1,70 @@
-"""Dead letters: documents that failed permanently, kept with their error for a later re-drive."""
+"""Dead letters: documents that failed permanently, kept with their error for a later re-drive.
+
+A re-drive that succeeds *resolves* a letter: it leaves the dead-letter table (so lists, counts
+and the next re-drive see only what still fails) and is kept in ``<prefix>si_dead_letter_resolved``
+with when and how it was resolved, until ``gc`` deletes resolutions older than its cutoff. That
+table is this module's own, created on first use, so it needed no migration of the shared schema.
+"""
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 
 from sparkindex.coordination.base import rerun_on_conflict
 from sparkindex.coordination.records import DeadLetter
+from sparkindex.coordination.tables import Time
+
+
+def resolved_table(prefix: str) -> sa.Table:
+    return sa.Table(
+        f"{prefix}si_dead_letter_resolved",
+        sa.MetaData(),
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("doc_id", sa.String(512), primary_key=True),
+        sa.Column("job_id", sa.String(36), nullable=False),
+        sa.Column("error_class", sa.String(255), nullable=False),
+        sa.Column("error_message", sa.Text, nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("first_seen", Time, nullable=False),
+        sa.Column("last_seen", Time, nullable=False),
+        sa.Column("resolved_at", Time, nullable=False, index=True),
+        sa.Column("resolution", sa.String(32), nullable=False),  # redriven, gone
+    )
+
+
+@dataclass(frozen=True)
+class ResolvedLetter:
+    letter: DeadLetter
+    resolved_at: float
+    resolution: str
 
 
 class DeadLetterStore:
     def __init__(self, engine: Engine, table: sa.Table) -> None:
         self.engine = engine
         self.t = table
+        self._resolved: sa.Table | None = None
+
+    @property
+    def resolved_t(self) -> sa.Table:
+        """The resolutions table, created the first time anything needs it."""
+        if self._resolved is None:
+            table = resolved_table(str(self.t.name)[: -len("si_dead_letter")])
+            try:
+                table.create(self.engine, checkfirst=True)
+            except DBAPIError:  # created concurrently by another process
+                if not sa.inspect(self.engine).has_table(table.name):
+                    raise
+            self._resolved = table
+        return self._resolved
 
     @rerun_on_conflict
     def add(
@@ -73,17 +121,47 @@ class DeadLetterStore:
                         )
                     )
 
-    @rerun_on_conflict
-    def list(self, alias: str | None = None, job_id: str | None = None, limit: int = 1000) -> list[DeadLetter]:
-        stmt = (
-            sa.select(*(self.t.c[f.name] for f in fields(DeadLetter))).order_by(self.t.c.last_seen.desc()).limit(limit)
-        )
+    def _where(
+        self, stmt: sa.Select[Any], alias: str | None, job_id: str | None, error_class: str | None
+    ) -> sa.Select[Any]:
         if alias is not None:
             stmt = stmt.where(self.t.c.alias == alias)
         if job_id is not None:
             stmt = stmt.where(self.t.c.job_id == job_id)
+        if error_class is not None:
+            stmt = stmt.where(self.t.c.error_class == error_class)
+        return stmt
+
+    @rerun_on_conflict
+    def list(
+        self,
+        alias: str | None = None,
+        job_id: str | None = None,
+        limit: int = 1000,
+        error_class: str | None = None,
+    ) -> list[DeadLetter]:
+        stmt = sa.select(*(self.t.c[f.name] for f in fields(DeadLetter))).order_by(self.t.c.last_seen.desc())
+        stmt = self._where(stmt, alias, job_id, error_class).limit(limit)
         with self.engine.connect() as conn:
             return [DeadLetter(**r._mapping) for r in conn.execute(stmt)]
+
+    @rerun_on_conflict
+    def page(
+        self, alias: str, after_doc_id: str | None, limit: int, error_class: str | None = None
+    ) -> builtins.list[DeadLetter]:
+        """Letters of *alias* in id order after *after_doc_id*: a re-drive walks them in pages."""
+        stmt = sa.select(*(self.t.c[f.name] for f in fields(DeadLetter))).order_by(self.t.c.doc_id)
+        stmt = self._where(stmt, alias, None, error_class)
+        if after_doc_id is not None:
+            stmt = stmt.where(self.t.c.doc_id > after_doc_id)
+        with self.engine.connect() as conn:
+            return [DeadLetter(**r._mapping) for r in conn.execute(stmt.limit(limit))]
+
+    @rerun_on_conflict
+    def count_matching(self, alias: str | None = None, error_class: str | None = None) -> int:
+        stmt = self._where(sa.select(sa.func.count()).select_from(self.t), alias, None, error_class)
+        with self.engine.connect() as conn:
+            return int(conn.execute(stmt).scalar_one())
 
     @rerun_on_conflict
     def count(self, job_id: str) -> int:
@@ -102,3 +180,55 @@ class DeadLetterStore:
                     self.t.delete().where(self.t.c.alias == alias, self.t.c.doc_id.in_(list(doc_ids)))
                 ).rowcount
             )
+
+    # -- resolution ----------------------------------------------------------------------------------
+    @rerun_on_conflict
+    def resolve(self, letters: Sequence[DeadLetter], resolution: str) -> int:
+        """Move *letters* out of the dead letters into the resolutions, in one transaction.
+
+        Only a letter still as it was read moves: one that failed again meanwhile (its
+        ``last_seen`` changed) stays a dead letter.
+        """
+        if not letters:
+            return 0
+        now = time.time()
+        rt = self.resolved_t
+        moved = 0
+        with self.engine.begin() as conn:
+            for d in letters:
+                gone = conn.execute(
+                    self.t.delete().where(
+                        self.t.c.alias == d.alias, self.t.c.doc_id == d.doc_id, self.t.c.last_seen == d.last_seen
+                    )
+                ).rowcount
+                if gone != 1:
+                    continue
+                moved += 1
+                conn.execute(rt.delete().where(rt.c.alias == d.alias, rt.c.doc_id == d.doc_id))
+                row = {f.name: getattr(d, f.name) for f in fields(DeadLetter) if f.name != "partition_id"}
+                conn.execute(rt.insert().values(**row, resolved_at=now, resolution=resolution))
+        return moved
+
+    @rerun_on_conflict
+    def resolved(self, alias: str | None = None, limit: int = 1000) -> builtins.list[ResolvedLetter]:
+        rt = self.resolved_t
+        stmt = sa.select(rt).order_by(rt.c.resolved_at.desc()).limit(limit)
+        if alias is not None:
+            stmt = stmt.where(rt.c.alias == alias)
+        with self.engine.connect() as conn:
+            rows = [dict(r._mapping) for r in conn.execute(stmt)]
+        out = []
+        for m in rows:
+            at, how = m.pop("resolved_at"), m.pop("resolution")
+            out.append(ResolvedLetter(DeadLetter(**m, partition_id=None), at, how))
+        return out
+
+    @rerun_on_conflict
+    def delete_resolved_before(self, cutoff: float, dry_run: bool = False) -> int:
+        """Forget resolutions older than *cutoff* (``gc``); unresolved letters are never touched."""
+        rt = self.resolved_t
+        with self.engine.begin() as conn:
+            if dry_run:
+                stmt = sa.select(sa.func.count()).select_from(rt).where(rt.c.resolved_at < cutoff)
+                return int(conn.execute(stmt).scalar_one())
+            return int(conn.execute(rt.delete().where(rt.c.resolved_at < cutoff)).rowcount)

@@ -1,40 +1,84 @@
 """Verification: does the index behind an alias equal the source, document for document?
 
-Single-process for now: it rebuilds every document from the source (keyset pages, the same
-builder the job uses), keeps id -> content hash, and compares with the ids and hashes scanned from
-the index. ``missing``: in the source, not in the index (rows that cannot be built included, and
-counted again as ``unbuildable``); ``extra``: the reverse; ``stale``: both, with different content;
-``duplicates``: copies of an id beyond the first (a set of ids could never show them, so the scan
-counts every occurrence); ``index_docs``: what the index itself says it holds.
+Kinds of drift: ``missing`` (the source builds it, the index lacks it; rows that cannot be built
+count here too, and as ``unbuildable``), ``extra`` (the index holds an id the source does not
+build), ``stale`` (both hold it, with different content hashes), ``duplicates`` (copies of an id
+beyond the first); ``index_docs`` is what the index itself counts, ``checked`` what the source built.
+
+Design: it runs like the reindex, partitioned by key ranges, and nothing grows with the index on
+the driver (tasks return counts and a bounded sample of ids).
+
+1. **Source side** (always). The source's key ranges are planned exactly as the reindex plans its
+   partitions (:func:`plan_partitions`: boundaries in the database's own collation order). Each
+   task builds its range's documents with the reindex's builder and asks the index for the hashes
+   of *those ids* (``scan_hashes(ids=...)`` in chunks). That finds missing, stale and duplicate
+   documents, and counts ``matched``: the index's copies of ids the source has.
+2. **Index side** (only when needed). An extra document is never seen from the source, but it
+   can be counted without looking for it: every document the index holds is either a copy of a
+   source id or extra, so ``extra = index_docs - matched``. Only when that is above zero does
+   verify scan the index for them: the index's own sort-key ranges (``key_splits``, byte order,
+   not the collation) are scanned (``scan_hashes(key_range=...)``) and the source is asked which
+   of those ids it still has, by key lookups (:class:`SourceLookup`). A clean index (the common
+   case, and every run after a repair) therefore costs one read of each side, never a scan of the
+   whole index; a drifted one costs one more read of the index, in parallel ranges. The scan's
+   count is reported; when it disagrees with the count identity (the index changed while verify
+   ran, or documents without a sort key), a note says so.
+
+A target that cannot split its keys (``key_splits`` raises) is scanned as one range, with a note.
+Verify reads while others may write: a document written meanwhile may show as drift once; run
+it again (or ``--repair``, which verifies a second time) to tell drift from motion.
 """
 
 from __future__ import annotations
 
+import itertools
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from sparkindex.documents.builder import make_builder
+from sparkindex.config.model import JobConfig
+from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
+from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.plan import IndexPlan
-from sparkindex.sources.base import KeyRange, Source
+from sparkindex.errors import SparkIndexError
+from sparkindex.jobs.drift import KINDS, DriftCounts, RangeSummary
+from sparkindex.jobs.verify_ranges import RangeTask, Resources, TaskOptions, run_range_task
+from sparkindex.keys import dump_key
+from sparkindex.sources.base import Source
 from sparkindex.targets.base import Target
 
-SAMPLE = 20
+#: Runs range tasks (on Spark, or in this process) and reports how many are done as they finish.
+Runner = Callable[[Sequence[RangeTask], TaskOptions, Callable[[int], None]], list[RangeSummary]]
+
+
+class VerifyProgress(Protocol):
+    def phase(self, text: str) -> None: ...
+
+    def ranges(self, label: str, done: int, total: int) -> None: ...
+
+
+class SilentVerifyProgress:
+    def phase(self, text: str) -> None:
+        return None
+
+    def ranges(self, label: str, done: int, total: int) -> None:
+        return None
 
 
 @dataclass
-class VerifyReport:
+class VerifyReport(DriftCounts):
     alias: str
     index: str | None
-    checked: int = 0
-    missing: int = 0
-    extra: int = 0
-    stale: int = 0
-    duplicates: int = 0
-    unbuildable: int = 0
     index_docs: int = 0
-    samples: dict[str, list[str]] = field(
-        default_factory=lambda: {"missing": [], "extra": [], "stale": [], "duplicates": [], "unbuildable": []}
-    )
+    #: ``index_docs`` minus the index's copies of source ids: the extra documents by count
+    extra_by_count: int = 0
+    #: ranges read on each side (the index side only runs when documents are extra)
+    ranges: dict[str, int] = field(default_factory=lambda: {"source": 0, "index": 0})
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    #: with repair: documents indexed, deleted, and rejected (dead-lettered) by this pass
+    repaired: dict[str, int] | None = None
 
     @property
     def clean(self) -> bool:
@@ -44,53 +88,145 @@ class VerifyReport:
         return asdict(self)
 
 
-def source_hashes(source: Source, plan: IndexPlan) -> tuple[dict[str, str], list[str]]:
-    """id -> content hash of every document the source builds, and the ids of rows that fail to build."""
-    builder = make_builder(source, plan)
-    hashes: dict[str, str] = {}
-    unbuildable: list[str] = []
-    after = None
-    page_size = max(plan.config.page_size, 1000)
-    while True:
-        page = builder.page(KeyRange(None, None), after, page_size)
-        for d in page.docs:
-            hashes[d.id] = d.hash
-        unbuildable.extend(f.doc_id for f in page.failures)
-        if page.rows < page_size:
-            return hashes, unbuildable
-        after = page.last_key
+# -- planning ------------------------------------------------------------------------------------------
+def source_tasks(
+    source: Source, plans: dict[str, IndexPlan], indexes: dict[str, str | None], job: JobConfig
+) -> list[RangeTask]:
+    """The reindex's partitions of every alias, as source-side range tasks."""
+    specs = plan_partitions(source, [EntityPlanInput(p.config, p.table, p.id_columns) for p in plans.values()], job)
+    return [
+        RangeTask(s.entity, indexes[s.entity], "source", dump_key(s.range_start), dump_key(s.range_end)) for s in specs
+    ]
 
 
-def verify_alias(source: Source, target: Target, plan: IndexPlan) -> VerifyReport:
-    index = target.alias_target(plan.alias)
-    report = VerifyReport(plan.alias, index)
-    expected, unbuildable = source_hashes(source, plan)
-    report.checked = len(expected) + len(unbuildable)
-    report.unbuildable = len(unbuildable)
-    for doc_id in unbuildable:
-        _sample(report, "unbuildable", doc_id)
-    seen: set[str] = set()
-    if index is not None:
-        report.index_docs = target.count(index)
-        for doc_id, doc_hash in target.scan_hashes(index):
-            if doc_id in seen:
-                report.duplicates += 1
-                _sample(report, "duplicates", doc_id)
-                continue
-            seen.add(doc_id)
-            want = expected.get(doc_id)
-            if want is None:
-                report.extra += 1
-                _sample(report, "extra", doc_id)
-            elif want != doc_hash:
-                report.stale += 1
-                _sample(report, "stale", doc_id)
-    for doc_id in [*(expected.keys() - seen), *unbuildable]:
-        report.missing += 1
-        _sample(report, "missing", doc_id)
+def index_tasks(target: Target, alias: str, index: str, parts: int, notes: list[str]) -> list[RangeTask]:
+    """Sort-key ranges of *index*: about *parts* of them, or one when the target cannot split."""
+    splits: list[str] = []
+    if parts > 1:
+        try:
+            splits = target.key_splits(index, parts)
+        except (SparkIndexError, NotImplementedError) as exc:
+            notes.append(f"the index side was scanned as one range: {type(target).__name__} cannot split keys ({exc})")
+    edges: list[str | None] = [None, *dict.fromkeys(sorted(splits)), None]
+    return [RangeTask(alias, index, "index", lo=lo, hi=hi) for lo, hi in itertools.pairwise(edges)]
+
+
+# -- running -------------------------------------------------------------------------------------------
+class Verifier:
+    """Verifies (and with ``TaskOptions(repair=True)`` repairs) the aliases of *plans*."""
+
+    def __init__(
+        self,
+        source: Source,
+        target: Target,
+        plans: dict[str, IndexPlan],
+        runner: Runner,
+        job: JobConfig | None = None,
+        progress: VerifyProgress | None = None,
+    ) -> None:
+        self.source = source
+        self.target = target
+        self.plans = plans
+        self.runner = runner
+        self.job = job or JobConfig()
+        self.progress = progress or SilentVerifyProgress()
+
+    def _run(self, label: str, tasks: Sequence[RangeTask], options: TaskOptions) -> list[RangeSummary]:
+        total = len(tasks)
+        self.progress.ranges(label, 0, total)
+        return self.runner(tasks, options, lambda done: self.progress.ranges(label, done, total))
+
+    def run(self, options: TaskOptions | None = None) -> list[VerifyReport]:
+        options = options or TaskOptions()
+        started = time.monotonic()
+        t = self.target
+        indexes = {alias: t.alias_target(alias) for alias in self.plans}
+        reports = {alias: VerifyReport(alias, ix) for alias, ix in indexes.items()}
+        for alias, ix in indexes.items():
+            reports[alias].index_docs = t.count(ix) if ix is not None else 0  # before any repair writes
+            if ix is None:
+                reports[alias].notes.append(f"alias {alias!r} points at no index: every document is missing")
+        self.progress.phase("planning key ranges")
+        tasks = source_tasks(self.source, self.plans, indexes, self.job)
+        label = "repairing" if options.repair else "verifying"
+        merged = {alias: RangeSummary(alias) for alias in self.plans}
+        for task, summary in zip(tasks, self._run(f"{label} (source ranges)", tasks, options), strict=True):
+            merged[task.alias].merge(summary)
+            reports[task.alias].ranges["source"] += 1
+        second: list[RangeTask] = []
+        for alias, report in reports.items():
+            report.extra_by_count = report.index_docs - merged[alias].matched
+            if report.index is not None and report.extra_by_count > 0:
+                parts = max(1, reports[alias].ranges["source"])
+                second += index_tasks(t, alias, report.index, parts, report.notes)
+            elif report.extra_by_count < 0:
+                report.notes.append(
+                    f"the index holds {report.index_docs:,} documents but {merged[alias].matched:,} copies of "
+                    "source ids were found: it changed while verify ran"
+                )
+        if second:
+            self.progress.phase(f"{len(second)} index ranges: looking for extra documents")
+            for task, summary in zip(second, self._run(f"{label} (index ranges)", second, options), strict=True):
+                merged[task.alias].merge(summary)
+                reports[task.alias].ranges["index"] += 1
+        for alias, report in reports.items():
+            _fill(report, merged[alias], options.repair)
+            report.seconds = round(time.monotonic() - started, 3)
+        return list(reports.values())
+
+
+def _fill(report: VerifyReport, s: RangeSummary, repair: bool) -> None:
+    for kind in ("checked", *KINDS):
+        setattr(report, kind, getattr(s, kind))
+    report.samples = {k: list(v) for k, v in s.samples.items()}
+    if report.ranges["index"] and s.extra != report.extra_by_count:
+        report.notes.append(
+            f"the index-side scan found {s.extra:,} extra documents, the counts {report.extra_by_count:,}: "
+            "the index changed while verify ran, or holds documents without a sort key"
+        )
+    if repair:
+        report.repaired = {"indexed": s.indexed, "deleted": s.deleted, "failed": s.failed}
+
+
+# -- in this process -----------------------------------------------------------------------------------
+class LocalResources:
+    """A worker's resources in the calling process (tests, small indexes, no Spark)."""
+
+    def __init__(self, source: Source, target: Target, plans: dict[str, IndexPlan], store: Any = None) -> None:
+        self._source, self._target, self._store = source, target, store
+        self._builders = {alias: make_builder(source, plan) for alias, plan in plans.items()}
+
+    @property
+    def source(self) -> Source:
+        return self._source
+
+    @property
+    def target(self) -> Target:
+        return self._target
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            raise SparkIndexError("repair needs the coordination store (for dead letters)")
+        return self._store
+
+    def builder(self, alias: str) -> DocumentBuilder:
+        return self._builders[alias]
+
+
+def local_runner(res: Resources) -> Runner:
+    def run(tasks: Sequence[RangeTask], options: TaskOptions, done: Callable[[int], None]) -> list[RangeSummary]:
+        out = []
+        for task in tasks:
+            out.append(run_range_task(res, task, options))
+            done(len(out))
+        return out
+
+    return run
+
+
+def verify_alias(source: Source, target: Target, plan: IndexPlan, job: JobConfig | None = None) -> VerifyReport:
+    """Verify one alias in this process, range by range (no Spark)."""
+    plans = {plan.alias: plan}
+    [report] = Verifier(source, target, plans, local_runner(LocalResources(source, target, plans)), job).run()
     return report
-
-
-def _sample(report: VerifyReport, kind: str, doc_id: str) -> None:
-    if len(report.samples[kind]) < SAMPLE:
-        report.samples[kind].append(doc_id)

@@ -1,0 +1,260 @@
+"""One verify task: compare one key range of the source, or of the index, and optionally fix it.
+
+Engine-neutral, like the partition worker: a Spark task (:mod:`sparkindex.spark.verify_job`)
+and the in-process runner both call :func:`run_range_task` with what a worker process holds
+(source, target, store, builders). See :mod:`sparkindex.jobs.verify` for the design.
+
+* Source side: the range's documents are built page by page with the reindex's own builder, and
+  the index's hashes are fetched *by those ids*, so both sides are read once per range and the
+  index is never scanned. An id the index returns twice is a duplicate.
+* Index side: the index's documents of one sort-key range are scanned, and the source is asked
+  which of their ids it still has (:class:`SourceLookup`); the others are extra.
+
+With repair, a task writes its own fixes as it goes: missing and stale documents are indexed
+from the documents it just built (the source as of this read), duplicates are deleted and then
+indexed once, extra documents deleted. Writes go through the bulk retry loop and count as
+durable when acknowledged; rejected ones are dead-lettered under the repair run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Page
+from sparkindex.errors import DocumentError
+from sparkindex.jobs.drift import RangeSummary
+from sparkindex.jobs.source_lookup import SourceLookup
+from sparkindex.keys import load_key
+from sparkindex.retry import Backoff, retry_transient
+from sparkindex.sources.base import KeyRange, Source
+from sparkindex.targets.base import BulkItem, Target
+from sparkindex.worker.bulk import bulk_with_retries
+
+#: ids per hash lookup or existence query: one request each, small enough for any backend's
+#: query-size limits (OpenSearch's default max_terms_count is 65,536)
+LOOKUP_CHUNK = 1000
+#: the job id dead letters of repair writes are recorded under
+REPAIR_JOB = "verify-repair"
+
+
+class Resources(Protocol):
+    """What a worker process holds (:class:`sparkindex.spark.context.WorkerContext`)."""
+
+    @property
+    def source(self) -> Source: ...
+
+    @property
+    def target(self) -> Target: ...
+
+    @property
+    def store(self) -> CoordinationStore: ...
+
+    def builder(self, alias: str) -> DocumentBuilder: ...
+
+
+@dataclass(frozen=True)
+class RangeTask:
+    """One range of one alias, as plain values (pickled into Spark tasks).
+
+    Source side: ``after``/``upto`` are row keys as stored JSON (:func:`sparkindex.keys.dump_key`),
+    read back exactly as the reindex reads its partitions. Index side: ``lo``/``hi`` bound sort keys.
+    """
+
+    alias: str
+    index: str | None
+    side: str
+    after: str | None = None
+    upto: str | None = None
+    lo: str | None = None
+    hi: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    repair: bool = False
+    #: identifies the repair run: a document rejected again by a later run counts another attempt
+    attempt: str = "repair"
+    retries: int = 5
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+
+    def backoff(self) -> Backoff:
+        return Backoff(self.backoff_initial_s, self.backoff_max_s)
+
+
+def run_range_task(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary:
+    started = time.monotonic()
+    if task.side == "source":
+        summary = check_source_range(res, task, options)
+    elif task.side == "index":
+        summary = check_index_range(res, task, options)
+    else:
+        raise ValueError(f"unknown verify side {task.side!r}")
+    summary.seconds = round(time.monotonic() - started, 3)
+    return summary
+
+
+# -- source side ---------------------------------------------------------------------------------------
+def _pages(builder: DocumentBuilder, rng: KeyRange, options: TaskOptions) -> Iterator[Page]:
+    page_size = builder.plan.config.page_size
+    after = None
+    while True:
+        page = retry_transient(
+            lambda after=after: builder.page(rng, after, page_size),  # type: ignore[misc]
+            f"reading {builder.plan.table.name} after {after}",
+            options.retries,
+            options.backoff(),
+        )
+        yield page
+        if page.rows < page_size:
+            return
+        after = page.last_key
+
+
+def index_hashes(target: Target, index: str, ids: Sequence[str]) -> dict[str, list[str]]:
+    """id -> the hash of every copy the index holds of it, asked in chunks by id."""
+    found: dict[str, list[str]] = {}
+    for i in range(0, len(ids), LOOKUP_CHUNK):
+        for doc_id, doc_hash in target.scan_hashes(index, ids=ids[i : i + LOOKUP_CHUNK]):
+            found.setdefault(doc_id, []).append(doc_hash)
+    return found
+
+
+def check_source_range(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary:
+    builder = res.builder(task.alias)
+    summary = RangeSummary(task.alias, "source")
+    fixer = RangeRepair(res, task, options) if options.repair and task.index is not None else None
+    rng = KeyRange(load_key(task.after), load_key(task.upto))
+    for page in _pages(builder, rng, options):
+        compare_page(res.target, task.index, page.docs, page.failures, summary, fixer)
+    return summary
+
+
+def compare_page(
+    target: Target,
+    index: str | None,
+    docs: Sequence[BuiltDocument],
+    failures: Sequence[DocumentError],
+    summary: RangeSummary,
+    fixer: RangeRepair | None = None,
+) -> None:
+    """Classify one page's documents against the index's copies of the same ids."""
+    ids = [d.id for d in docs] + [f.doc_id for f in failures]
+    found = index_hashes(target, index, ids) if index is not None and ids else {}
+    summary.checked += len(ids)
+    duplicated: list[BuiltDocument] = []
+    rewrite: list[BuiltDocument] = []
+    for doc in docs:
+        copies = found.get(doc.id)
+        if not copies:
+            summary.note("missing", doc.id)
+            rewrite.append(doc)
+            continue
+        summary.matched += len(copies)
+        if len(copies) > 1:
+            summary.duplicates += len(copies) - 1
+            summary.note_sample("duplicates", doc.id)
+            duplicated.append(doc)
+        if any(h != doc.hash for h in copies):
+            summary.note("stale", doc.id)
+            if len(copies) == 1:
+                rewrite.append(doc)
+    for failure in failures:
+        # A row that cannot be built: counted as such, and as missing unless the index still
+        # holds an older copy of it (then that copy is stale; nothing can replace it).
+        summary.note("unbuildable", failure.doc_id)
+        copies = found.get(failure.doc_id)
+        if copies:
+            summary.matched += len(copies)
+            summary.note("stale", failure.doc_id)
+        else:
+            summary.note("missing", failure.doc_id)
+    if fixer is not None:
+        fixer.fix(summary, duplicated, rewrite)
+
+
+# -- index side ----------------------------------------------------------------------------------------
+def check_index_range(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary:
+    summary = RangeSummary(task.alias, "index")
+    if task.index is None:
+        return summary
+    lookup = source_lookup(res, task.alias)
+    fixer = RangeRepair(res, task, options) if options.repair else None
+    pending: dict[str, int] = {}  # id -> copies seen
+
+    def flush() -> None:
+        present = lookup.existing(list(pending))
+        gone = [doc_id for doc_id in pending if doc_id not in present]
+        for doc_id in gone:
+            summary.extra += pending[doc_id]
+            summary.note_sample("extra", doc_id)
+        if fixer is not None and gone:
+            fixer.delete(summary, gone)
+        pending.clear()
+
+    for doc_id, _ in res.target.scan_hashes(task.index, key_range=(task.lo, task.hi)):
+        summary.scanned += 1
+        pending[doc_id] = pending.get(doc_id, 0) + 1
+        if len(pending) >= LOOKUP_CHUNK:
+            flush()
+    if pending:
+        flush()
+    return summary
+
+
+_LOOKUPS: dict[tuple[int, str], SourceLookup] = {}
+
+
+def source_lookup(res: Resources, alias: str) -> SourceLookup:
+    """One lookup per worker process and alias (it holds nothing but the plan)."""
+    key = (id(res), alias)
+    if key not in _LOOKUPS:
+        _LOOKUPS[key] = SourceLookup(res.source, res.builder(alias).plan)
+    return _LOOKUPS[key]
+
+
+# -- repair --------------------------------------------------------------------------------------------
+class RangeRepair:
+    """Writes one task's fixes into the index the alias points at."""
+
+    def __init__(self, res: Resources, task: RangeTask, options: TaskOptions) -> None:
+        assert task.index is not None
+        self.res = res
+        self.alias = task.alias
+        self.index = task.index
+        self.options = options
+
+    def _write(self, items: Sequence[BulkItem], count: Callable[[int], None], summary: RangeSummary) -> None:
+        if not items:
+            return
+        o = self.options
+        outcome = bulk_with_retries(self.res.target, self.index, items, o.retries, o.backoff())
+        count(outcome.success)
+        if outcome.failures:
+            summary.failed += len(outcome.failures)
+            self.res.store.dead_letters.add(REPAIR_JOB, self.alias, None, outcome.failures, attempt=o.attempt)
+
+    def fix(self, summary: RangeSummary, duplicated: Sequence[BuiltDocument], rewrite: Sequence[BuiltDocument]) -> None:
+        """Delete every copy of duplicated ids, then index them once, with the missing and stale."""
+
+        def deleted(n: int) -> None:
+            summary.deleted += n
+
+        def indexed(n: int) -> None:
+            summary.indexed += n
+
+        self._write([BulkItem(d.id, op="delete", routing=d.routing) for d in duplicated], deleted, summary)
+        self._write([d.bulk_item() for d in [*duplicated, *rewrite]], indexed, summary)
+
+    def delete(self, summary: RangeSummary, ids: Sequence[str]) -> None:
+        def deleted(n: int) -> None:
+            summary.deleted += n
+
+        self._write([BulkItem(doc_id, op="delete") for doc_id in ids], deleted, summary)
+
+
+__all__ = ["LOOKUP_CHUNK", "REPAIR_JOB", "RangeTask", "Resources", "TaskOptions", "run_range_task"]

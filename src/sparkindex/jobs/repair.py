@@ -9,7 +9,9 @@ then reports what is left: rows that cannot be built (dead letters) and document
 rejected (dead-lettered under the repair run), or writes that happened meanwhile.
 
 Repair writes into the index the alias points at, never into a version being built; a reindex
-that swaps the alias afterwards brings its own, complete index.
+that swaps the alias afterwards brings its own, complete index. After writing, it finishes the
+index again (``finish_version``: a refresh where the backend needs one to show the writes, and
+for Tantivy a merge and the writer service's exit), so the second pass reads what was written.
 """
 
 from __future__ import annotations
@@ -44,5 +46,9 @@ def repair(verifier: Verifier, run_id: str) -> RepairResult:
     before = verifier.run(repair_options(verifier.job, run_id))
     if all(r.clean for r in before):
         return RepairResult(before, before)
+    for r in before:
+        fixed = r.repaired or {}
+        if r.index is not None and fixed.get("indexed", 0) + fixed.get("deleted", 0) > 0:
+            verifier.target.finish_version(r.index)
     verifier.progress.phase("verifying again after the repair")
     return RepairResult(before, verifier.run(TaskOptions()))

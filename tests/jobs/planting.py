@@ -1,0 +1,125 @@
+"""Indexes built without Spark, and drift of every kind planted into them, for verify's tests.
+
+Documents go through the real builder and the real target (Tantivy's bulk path), exactly as the
+job writes them; a duplicate is a second raw copy of an ``_id`` (no delete first), written once
+the writer service has exited, as in tests/e2e/test_guarantees.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkindex.config.model import Pipeline
+from sparkindex.documents.builder import BuiltDocument, make_builder
+from sparkindex.documents.hashing import content_hash, dumps_document
+from sparkindex.jobs.planning import resolve_plans
+from sparkindex.keys import document_id, sort_key
+from sparkindex.retry import Backoff
+from sparkindex.sources.base import KeyRange
+from sparkindex.sources.registry import open_source
+from sparkindex.targets.base import BulkItem
+from sparkindex.targets.registry import open_target
+from sparkindex.targets.tantivy import TantivyTarget
+from sparkindex.worker.bulk import bulk_with_retries
+from tests.e2e.guarantee_helpers import finish_and_wait, plant_raw, tantivy_body
+
+KINDS = ("missing", "extra", "stale", "duplicates")
+
+
+def tantivy(pipeline: Pipeline) -> TantivyTarget:
+    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    assert isinstance(target, TantivyTarget)
+    return target
+
+
+def built_documents(pipeline: Pipeline, alias: str) -> dict[str, BuiltDocument]:
+    """Every document the source builds for *alias*, by id, as the job builds them."""
+    source = open_source(pipeline.source_url())
+    plan, _ = resolve_plans(pipeline, source, [alias])[alias]
+    builder = make_builder(source, plan)
+    docs: dict[str, BuiltDocument] = {}
+    after = None
+    while True:
+        page = builder.page(KeyRange(None, None), after, 1000)
+        docs.update((d.id, d) for d in page.docs)
+        if page.rows < 1000:
+            return docs
+        after = page.last_key
+
+
+def index_without_spark(pipeline: Pipeline, alias: str) -> str:
+    """A new version of *alias* holding every document, behind the alias; its name."""
+    source = open_source(pipeline.source_url())
+    target = tantivy(pipeline)
+    _, mapping = resolve_plans(pipeline, source, [alias])[alias]
+    index = target.create_version(alias, mapping)
+    write(target, index, [d.bulk_item() for d in built_documents(pipeline, alias).values()])
+    finish_and_wait(target, index)
+    target.swap(alias, index, target.alias_target(alias))
+    return index
+
+
+def write(target: TantivyTarget, index: str, items: list[BulkItem]) -> None:
+    outcome = bulk_with_retries(target, index, items, retries=5, backoff=Backoff(0.05, 0.5))
+    assert (outcome.success, outcome.failures) == (len(items), [])
+
+
+def variant(doc: BuiltDocument, new_id: str, sort_key: str | None = None, **changes: object) -> BulkItem:
+    """*doc* under *new_id*, with some fields changed: stale content, or an extra document."""
+    fields = {**(doc.fields or {}), **changes}
+    body = dumps_document(fields)
+    return BulkItem(new_id, body, content_hash(body), fields=fields, sort_key=sort_key or doc.sort_key)
+
+
+@dataclass(frozen=True)
+class Planted:
+    missing: str
+    extra: str
+    stale: str
+    duplicate: str
+
+    def samples(self) -> dict[str, list[str]]:
+        return {"missing": [self.missing], "extra": [self.extra], "stale": [self.stale], "duplicates": [self.duplicate]}
+
+
+def plant(
+    pipeline: Pipeline,
+    index: str,
+    docs: dict[str, BuiltDocument],
+    *,
+    missing: str | None = None,
+    extra: tuple[str, tuple[object, ...]] | None = None,
+    stale: str | None = None,
+    duplicate: str | None = None,
+) -> None:
+    """Delete *missing*; add a document for the key *extra* = (model id, key) that no row has (a
+    copy of the model's document, with that key's id and sort key); change *stale*; store a
+    second copy of *duplicate*."""
+    target = tantivy(pipeline)
+    items = []
+    if missing is not None:
+        items.append(BulkItem(missing, op="delete"))
+    if extra is not None:
+        model, key = extra
+        items.append(variant(docs[model], document_id(key), sort_key=sort_key(key)))
+    if stale is not None:
+        some_field = next(k for k, v in (docs[stale].fields or {}).items() if isinstance(v, str) and k != "id")
+        items.append(variant(docs[stale], stale, **{some_field: "changed behind the job's back"}))
+    if items:
+        write(target, index, items)
+        finish_and_wait(target, index)  # no writer service any more: a raw writer may open the directory
+    if duplicate is not None:
+        plant_raw(target.root, index, [tantivy_body(target.root, index, docs[duplicate])])
+
+
+def plant_each_kind(
+    pipeline: Pipeline,
+    index: str,
+    docs: dict[str, BuiltDocument],
+    ids: tuple[str, str, str, str],
+    extra_key: tuple[object, ...],
+) -> Planted:
+    """One document of each kind of drift: *ids* are (missing, model of the extra, stale, duplicate)."""
+    missing, model, stale, duplicate = ids
+    plant(pipeline, index, docs, missing=missing, extra=(model, extra_key), stale=stale, duplicate=duplicate)
+    return Planted(missing, document_id(extra_key), stale, duplicate)

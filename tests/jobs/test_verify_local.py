@@ -1,0 +1,129 @@
+"""Verify's range logic in one process (no Spark): real SQLite shop, real builder, real Tantivy.
+
+What it must see: each kind of drift alone and all together, with exact counts and samples;
+extra documents counted from the counts and then found in the index's own key ranges (and that
+scan skipped when nothing is extra); a target that cannot split its keys; rows that cannot be
+built; and a repair that leaves the index clean.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkindex.config.model import Pipeline
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.jobs.planning import resolve_plans
+from sparkindex.jobs.repair import repair
+from sparkindex.jobs.verify import LocalResources, Verifier, VerifyReport, local_runner
+from sparkindex.sources.registry import open_source
+from sparkindex.targets.base import Target
+from sparkindex.targets.tantivy import TantivyTarget
+from tests.e2e.shop import execute, make_shop
+from tests.jobs.planting import KINDS, built_documents, index_without_spark, plant, plant_each_kind, tantivy
+
+PRODUCTS = 600
+
+
+def verifier(pipeline: Pipeline, target: Target | None = None) -> Verifier:
+    source = open_source(pipeline.source_url())
+    target = target or tantivy(pipeline)
+    plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["products"]).items()}
+    store = CoordinationStore(pipeline.coordination_url())
+    return Verifier(source, target, plans, local_runner(LocalResources(source, target, plans, store)), pipeline.job)
+
+
+def verify(pipeline: Pipeline, target: Target | None = None) -> VerifyReport:
+    [report] = verifier(pipeline, target).run()
+    return report
+
+
+def drift(report: VerifyReport) -> dict[str, int]:
+    return {k: getattr(report, k) for k in (*KINDS, "unbuildable")}
+
+
+def no_drift(**kinds: int) -> dict[str, int]:
+    return {**dict.fromkeys((*KINDS, "unbuildable"), 0), **kinds}
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> tuple[Pipeline, str]:
+    pipeline = make_shop(tmp_path, products=PRODUCTS, partition_size=100)
+    return pipeline, index_without_spark(pipeline, "products")
+
+
+def test_a_clean_index_is_read_once_from_each_side(shop: tuple[Pipeline, str]) -> None:
+    pipeline, index = shop
+    report = verify(pipeline)
+    assert drift(report) == no_drift()
+    assert (report.checked, report.index_docs, report.index, report.extra_by_count) == (PRODUCTS, PRODUCTS, index, 0)
+    assert report.ranges == {"source": 6, "index": 0}, "nothing is extra: the index is never scanned"
+    assert report.clean and report.notes == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_of_drift_alone_is_seen(shop: tuple[Pipeline, str], kind: str) -> None:
+    pipeline, index = shop
+    docs = built_documents(pipeline, "products")
+    planted = {"missing": "5", "extra": ("8", (10**9,)), "stale": "7", "duplicate": "9"}
+    key = "duplicate" if kind == "duplicates" else kind
+    plant(pipeline, index, docs, **{key: planted[key]})  # type: ignore[arg-type]
+    report = verify(pipeline)
+    assert drift(report) == no_drift(**{kind: 1}), report.samples
+    sample = {"missing": "5", "extra": "1000000000", "stale": "7", "duplicates": "9"}[kind]
+    assert report.samples[kind] == [sample]
+    assert not report.clean
+    assert report.ranges["index"] == (6 if kind == "extra" else 0), report.ranges
+
+
+def test_every_kind_at_once_with_exact_counts(shop: tuple[Pipeline, str]) -> None:
+    pipeline, index = shop
+    docs = built_documents(pipeline, "products")
+    planted = plant_each_kind(pipeline, index, docs, ("5", "8", "7", "9"), (-42,))
+    report = verify(pipeline)
+    assert drift(report) == no_drift(missing=1, extra=1, stale=1, duplicates=1)
+    assert {k: v for k, v in report.samples.items() if v} == planted.samples()
+    # 600 - 1 deleted + 1 extra + 1 second copy
+    assert (report.index_docs, report.checked, report.extra_by_count) == (PRODUCTS + 1, PRODUCTS, 1)
+    assert report.notes == [], "the scan and the counts agree"
+
+
+def test_repair_fixes_every_kind_then_verifies_clean(shop: tuple[Pipeline, str]) -> None:
+    pipeline, index = shop
+    docs = built_documents(pipeline, "products")
+    plant_each_kind(pipeline, index, docs, ("15", "18", "17", "19"), (10**9 + 7,))
+    result = repair(verifier(pipeline), "test-run")
+    [before], [after] = result.before, result.after
+    assert drift(before) == no_drift(missing=1, extra=1, stale=1, duplicates=1)
+    # indexed: the missing, the stale and the duplicate once more; deleted: the duplicate's copies, the extra
+    assert before.repaired == {"indexed": 3, "deleted": 2, "failed": 0}
+    assert drift(after) == no_drift() and after.index_docs == PRODUCTS and after.index == index
+    hashes = dict(tantivy(pipeline).scan_hashes(index, ids=["15", "17", "19"]))
+    assert hashes == {i: docs[i].hash for i in ("15", "17", "19")}, "the source's documents are back"
+
+
+class NoKeySplits(TantivyTarget):
+    """Tantivy as a backend without key splits would be: the interface's own default."""
+
+    def key_splits(self, name: str, parts: int) -> list[str]:
+        return Target.key_splits(self, name, parts)
+
+
+def test_a_target_that_cannot_split_keys_is_scanned_as_one_range(shop: tuple[Pipeline, str]) -> None:
+    pipeline, index = shop
+    plant(pipeline, index, built_documents(pipeline, "products"), extra=("3", (10**9,)))
+    base = tantivy(pipeline)
+    report = verify(pipeline, NoKeySplits(base.config))
+    assert drift(report) == no_drift(extra=1)
+    assert report.ranges == {"source": 6, "index": 1}
+    assert len(report.notes) == 1 and "scanned as one range" in report.notes[0], report.notes
+
+
+def test_an_unbuildable_row_whose_old_copy_is_indexed_is_stale_not_missing(shop: tuple[Pipeline, str]) -> None:
+    pipeline, _ = shop
+    execute(pipeline.base_dir / "shop.db", "UPDATE products SET price = 9e999 WHERE id = 42")  # +inf: no JSON
+    report = verify(pipeline)
+    assert drift(report) == no_drift(stale=1, unbuildable=1)
+    assert report.samples["stale"] == report.samples["unbuildable"] == ["42"]
+    assert report.index_docs == report.checked == PRODUCTS

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from sparkindex.cli.render import RichProgress, err, out, print_error
+from sparkindex.cli.serve import serve
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.errors import SparkIndexError
@@ -209,11 +210,7 @@ def gc(
         _emit_json(report.to_dict())
 
 
-@app.command()
-def serve() -> None:
-    """The progress server (HTTP, WebSocket, metrics): not built yet."""
-    print_error("`serve` is not available yet: the progress server is a later issue")
-    raise typer.Exit(2)
+app.command()(serve)  # the progress server; its own module (cli/serve.py)
 
 
 def main() -> None:

@@ -1,0 +1,171 @@
+"""``/metrics``: Prometheus metrics read from the coordination store at scrape time.
+
+Executors are short-lived Python processes on other machines; nobody can scrape them. Everything
+they do ends up in the store (claims, counts, states, timings), so one collector turns the store
+into metrics when Prometheus asks. Counters are totals over the jobs the store still holds: a
+``gc`` of old jobs lowers them, which Prometheus reads as a counter reset. The Data Prepper seed's
+partition metrics keep their names, in snake_case with a ``sparkindex_`` prefix.
+
+Not derivable from the store (yet): bulk latency (workers do not record it; the histogram here is
+of whole partitions), and the seed's partition_not_found / partition_update error counts (workers
+do not record them): those two families are exported without samples rather than as false zeros.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+from sqlalchemy.exc import SQLAlchemyError
+
+from sparkindex.coordination.states import JobStatus, PartitionStatus
+from sparkindex.coordination.views import DURATION_BUCKETS, MetricsSnapshot
+from sparkindex.server.state import ServerState
+
+log = logging.getLogger(__name__)
+DRIFT_KINDS = ("missing", "extra", "stale", "duplicates")
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+class StoreCollector(Collector):
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("sparkindex_coordination_up", "1 when the coordination store answered this scrape")
+        try:
+            snap = self.state.views.metrics()
+        except SQLAlchemyError as exc:
+            log.warning("metrics: the coordination store did not answer: %s", type(exc).__name__)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from self._jobs_and_partitions(snap)
+        yield from self._documents(snap)
+        yield from self._live_jobs(snap)
+        yield from self._sync_and_verify()
+
+    def _jobs_and_partitions(self, snap: MetricsSnapshot) -> Iterator[Metric]:
+        jobs = GaugeMetricFamily("sparkindex_jobs", "jobs in the store by state", labels=["status"])
+        for job_status in JobStatus:
+            jobs.add_metric([str(job_status)], snap.jobs_by_status.get(str(job_status), 0))
+        yield jobs
+        parts = GaugeMetricFamily("sparkindex_partitions", "partitions in the store by state", labels=["status"])
+        for status in PartitionStatus:
+            parts.add_metric([str(status)], snap.partitions_by_status.get(str(status), 0))
+        yield parts
+        yield _counter(
+            "sparkindex_partitions_created_count",
+            "partitions planned (seed: partitionsCreatedCount)",
+            snap.partitions_created,
+        )
+        yield _counter(
+            "sparkindex_partitions_acquired", "claims of partitions by workers (seed: partitionsAcquired)", snap.claims
+        )
+        yield GaugeMetricFamily(
+            "sparkindex_partitions_acquired_count",
+            "partitions held by a worker now, PROCESSING (seed: partitionsAcquiredCount)",
+            value=snap.partitions_by_status.get(str(PartitionStatus.PROCESSING), 0),
+        )
+        yield _counter(
+            "sparkindex_partitions_completed",
+            "partitions COMPLETED (seed: partitionsCompleted)",
+            snap.partitions_by_status.get(str(PartitionStatus.COMPLETED), 0),
+        )
+        yield _counter(
+            "sparkindex_partitions_closed",
+            "times a partition was parked CLOSED, target down (seed: partitionsClosed)",
+            snap.closed,
+        )
+        yield _counter("sparkindex_partition_retries", "failed partition attempts retried", snap.retries)
+        # Not recorded by workers yet: the families exist, with no sample, instead of a false zero.
+        yield CounterMetricFamily(
+            "sparkindex_partition_not_found_errors", "seed: partitionNotFoundErrors (not recorded by the store yet)"
+        )
+        yield CounterMetricFamily(
+            "sparkindex_partition_update_errors", "seed: partitionUpdateErrors (not recorded by the store yet)"
+        )
+        hist = HistogramMetricFamily(
+            "sparkindex_partition_duration_seconds", "first claim to completion of COMPLETED partitions"
+        )
+        bounds = [str(b) for b in DURATION_BUCKETS] + ["+Inf"]
+        hist.add_metric([], list(zip(bounds, snap.durations, strict=True)), sum_value=snap.duration_sum)
+        yield hist
+
+    def _documents(self, snap: MetricsSnapshot) -> Iterator[Metric]:
+        ok = CounterMetricFamily(
+            "sparkindex_documents_indexed", "documents acknowledged by the target", labels=["entity"]
+        )
+        bad = CounterMetricFamily("sparkindex_documents_failed", "documents that failed permanently", labels=["entity"])
+        for entity, (n_ok, n_bad) in sorted(snap.documents.items()):
+            ok.add_metric([entity], n_ok)
+            bad.add_metric([entity], n_bad)
+        yield ok
+        yield bad
+        letters = GaugeMetricFamily(
+            "sparkindex_dead_letters", "dead-lettered documents waiting for a re-drive", labels=["alias", "error_class"]
+        )
+        for (alias, error_class), n in sorted(snap.dead_letters.items()):
+            letters.add_metric([alias, error_class], n)
+        yield letters
+
+    def _live_jobs(self, snap: MetricsSnapshot) -> Iterator[Metric]:
+        records = GaugeMetricFamily(
+            "sparkindex_job_records", "live jobs: estimated and processed rows", labels=["job_id", "entity", "kind"]
+        )
+        speed = GaugeMetricFamily(
+            "sparkindex_job_docs_per_second", "live jobs: documents per second", labels=["job_id"]
+        )
+        for job, stats in snap.active:
+            for entity, s in stats.items():
+                records.add_metric([job.id, entity, "total"], s.total)
+                records.add_metric([job.id, entity, "processed"], s.processed)
+            rate = self.state.tracker.rate(job.id)
+            if rate is not None:
+                speed.add_metric([job.id], rate)
+        yield records
+        yield speed
+
+    def _sync_and_verify(self) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(
+            "sparkindex_sync_lag_seconds",
+            "change capture: how far a consumer group is behind",
+            labels=["group", "alias"],
+        )
+        for c in self.state.views.sync_consumers():
+            if c.lag_s is not None:
+                lag.add_metric([c.group, c.alias or ""], c.lag_s)
+        yield lag
+        drift = GaugeMetricFamily(
+            "sparkindex_verify_drift", "documents out of step at the alias's last verify", labels=["alias", "kind"]
+        )
+        when = GaugeMetricFamily(
+            "sparkindex_verify_last_run_timestamp_seconds", "when the alias's last verify ended", labels=["alias"]
+        )
+        for run in self.state.views.verify_runs():
+            alias = str(run["alias"])
+            for kind in DRIFT_KINDS:
+                if isinstance(run.get(kind), int | float):
+                    drift.add_metric([alias, kind], run[kind])
+            if isinstance(run.get("finished_at"), int | float):
+                when.add_metric([alias], run["finished_at"])
+        yield drift
+        yield when
+
+
+def registry_for(state: ServerState) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(state))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> tuple[bytes, str]:
+    return generate_latest(registry), CONTENT_TYPE_LATEST

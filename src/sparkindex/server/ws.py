@@ -1,0 +1,161 @@
+"""``/ws``: every tick (2 s) each client gets the live jobs' progress, sync lag and the last verify.
+
+One ticker reads the store for everyone (not one reader per client), in a worker thread so the
+event loop keeps serving. A job that ended since the previous tick is sent once more in its final
+state, so a client always sees COMPLETED (or FAILED) and never a job that silently vanishes. A
+client may ask to watch one job (``{"watch": "<job id>"}``): its messages then also carry that
+job's partitions, recent dead letters and docs/s history, the page's live view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+import orjson
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from sparkindex.server.progress import job_progress, reconstructed_history
+from sparkindex.server.state import ServerState
+
+log = logging.getLogger(__name__)
+WATCH_PARTITIONS_MAX = 5000  # a grid larger than this is cut (the REST endpoint has them all)
+WATCH_DEAD_LETTERS = 50
+
+
+def watched_job(state: ServerState, job_id: str) -> dict[str, Any] | None:
+    """One job's live view: progress, partitions, dead letters, docs/s over time (blocking)."""
+    job = state.views.job(job_id)
+    if job is None:
+        return None
+    stats = state.views.stats(job_id)
+    letters = state.views.dead_letters(job_id=job_id, limit=WATCH_DEAD_LETTERS)
+    partitions = state.views.partitions(job_id)
+    history = state.tracker.history(job_id)
+    source = "observed"
+    if not history:
+        history, source = reconstructed_history(partitions), "reconstructed from partition times"
+    return {
+        "job": job_progress(job, stats, state.tracker, state.views.dead_letter_total(job_id)),
+        "partitions": [p.to_dict() for p in partitions[:WATCH_PARTITIONS_MAX]],
+        "partitionsTotal": len(partitions),
+        "deadLetters": [d.__dict__ for d in letters],
+        "history": {"source": source, "points": [[round(t, 3), round(r, 1)] for t, r in history]},
+    }
+
+
+class Hub:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.clients: dict[WebSocket, str | None] = {}
+        self.last: dict[str, Any] | None = None
+        self._last_tick = time.time()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- the ticker --------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Live jobs (and those that ended since the last tick), sync lag, last verify (blocking)."""
+        now = time.time()
+        views = self.state.views
+        jobs = views.active_jobs(finished_since=self._last_tick - 1.0)
+        progress = []
+        for job in jobs:
+            stats = views.stats(job.id)
+            if str(job.status) in ("RUNNING", "READY", "STOPPING"):
+                self.state.tracker.observe(job.id, stats, now)
+            progress.append(job_progress(job, stats, self.state.tracker, views.dead_letter_total(job.id), now))
+        self.state.tracker.forget(j.id for j in jobs)
+        self._last_tick = now
+        last = self.state.actions.latest(("verify", "repair"))
+        return {
+            "type": "progress",
+            "time": now,
+            "jobs": progress,
+            "sync": [c.to_dict() for c in views.sync_consumers()],
+            "verify": {"runs": views.verify_runs(), "lastAction": None if last is None else last.to_dict()},
+            "actions": [a.to_dict() for a in self.state.actions.running()],
+        }
+
+    async def tick(self) -> None:
+        try:
+            self.last = await run_in_threadpool(self.snapshot)
+        except SQLAlchemyError as exc:
+            log.warning("progress tick: the coordination store did not answer: %s", type(exc).__name__)
+            self.last = {"type": "error", "time": time.time(), "error": "the coordination store did not answer"}
+        watched: dict[str, dict[str, Any] | None] = {}
+        for ws, job_id in list(self.clients.items()):
+            if job_id is not None and job_id not in watched:
+                watched[job_id] = await self._watched(job_id)
+            await self._send(ws, self.last, None if job_id is None else watched[job_id])
+
+    async def _watched(self, job_id: str) -> dict[str, Any] | None:
+        try:
+            return await run_in_threadpool(watched_job, self.state, job_id)
+        except SQLAlchemyError:
+            return None
+
+    async def run(self) -> None:
+        while True:
+            started = time.monotonic()
+            await self.tick()
+            await asyncio.sleep(max(0.1, self.state.tick_s - (time.monotonic() - started)))
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self.run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for ws in list(self.clients):
+            with contextlib.suppress(Exception):
+                await ws.close(code=1001)
+
+    # -- clients -----------------------------------------------------------------------------------
+    async def _send(self, ws: WebSocket, message: dict[str, Any] | None, watch: dict[str, Any] | None) -> None:
+        if message is None:
+            return
+        body = dict(message)
+        if watch is not None:
+            body["watch"] = watch
+        try:
+            await asyncio.wait_for(ws.send_text(orjson.dumps(body).decode()), timeout=10)
+        except Exception:  # noqa: BLE001 - a client that cannot take a message is dropped, whatever the cause
+            self.clients.pop(ws, None)
+
+    async def serve(self, ws: WebSocket) -> None:
+        """One client: the latest snapshot at once, then every tick; ``{"watch": id|null}`` messages."""
+        problem = self.state.guard.host_problem(ws)
+        if problem is None and not self.state.guard.may_read(ws):
+            problem = "this server's views need the token from outside this machine"
+        if problem is not None:
+            await ws.close(code=1008, reason=problem[:120])
+            return
+        await ws.accept()
+        self.clients[ws] = None
+        try:
+            if self.last is None:
+                self.last = await run_in_threadpool(self.snapshot)
+            await self._send(ws, self.last, None)
+            while True:
+                raw = await ws.receive_text()
+                try:
+                    request = orjson.loads(raw)
+                    job_id = request.get("watch") if isinstance(request, dict) else None
+                except orjson.JSONDecodeError:
+                    job_id = None
+                if job_id is not None and not isinstance(job_id, str):
+                    job_id = None
+                self.clients[ws] = job_id
+                if job_id is not None and ws in self.clients:
+                    await self._send(ws, self.last, await self._watched(job_id))
+        except WebSocketDisconnect:
+            pass
+        finally:
+            self.clients.pop(ws, None)

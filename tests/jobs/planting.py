@@ -17,7 +17,7 @@ from sparkindex.keys import document_id, sort_key
 from sparkindex.retry import Backoff
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.registry import open_source
-from sparkindex.targets.base import BulkItem
+from sparkindex.targets.base import BulkItem, Target
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.worker.bulk import bulk_with_retries
@@ -26,8 +26,12 @@ from tests.e2e.guarantee_helpers import finish_and_wait, plant_raw, tantivy_body
 KINDS = ("missing", "extra", "stale", "duplicates")
 
 
+def target_of(pipeline: Pipeline) -> Target:
+    return open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+
+
 def tantivy(pipeline: Pipeline) -> TantivyTarget:
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    target = target_of(pipeline)
     assert isinstance(target, TantivyTarget)
     return target
 
@@ -59,7 +63,7 @@ def index_without_spark(pipeline: Pipeline, alias: str) -> str:
     return index
 
 
-def write(target: TantivyTarget, index: str, items: list[BulkItem]) -> None:
+def write(target: Target, index: str, items: list[BulkItem]) -> None:
     outcome = bulk_with_retries(target, index, items, retries=5, backoff=Backoff(0.05, 0.5))
     assert (outcome.success, outcome.failures) == (len(items), [])
 
@@ -76,10 +80,14 @@ class Planted:
     missing: str
     extra: str
     stale: str
-    duplicate: str
+    duplicate: str | None
 
     def samples(self) -> dict[str, list[str]]:
-        return {"missing": [self.missing], "extra": [self.extra], "stale": [self.stale], "duplicates": [self.duplicate]}
+        dups = [] if self.duplicate is None else [self.duplicate]
+        return {"missing": [self.missing], "extra": [self.extra], "stale": [self.stale], "duplicates": dups}
+
+    def counts(self) -> dict[str, int]:
+        return {k: len(v) for k, v in self.samples().items()}
 
 
 def plant(
@@ -94,8 +102,9 @@ def plant(
 ) -> None:
     """Delete *missing*; add a document for the key *extra* = (model id, key) that no row has (a
     copy of the model's document, with that key's id and sort key); change *stale*; store a
-    second copy of *duplicate*."""
-    target = tantivy(pipeline)
+    second copy of *duplicate* (Tantivy only: a search engine keeps one document per id and
+    routing, and osmem, the OpenSearch test double, one per id)."""
+    target = target_of(pipeline)
     items = []
     if missing is not None:
         items.append(BulkItem(missing, op="delete"))
@@ -107,8 +116,10 @@ def plant(
         items.append(variant(docs[stale], stale, **{some_field: "changed behind the job's back"}))
     if items:
         write(target, index, items)
-        finish_and_wait(target, index)  # no writer service any more: a raw writer may open the directory
+        if isinstance(target, TantivyTarget):
+            finish_and_wait(target, index)  # no writer service any more: a raw writer may open the directory
     if duplicate is not None:
+        assert isinstance(target, TantivyTarget), "only Tantivy can hold two copies of an id"
         plant_raw(target.root, index, [tantivy_body(target.root, index, docs[duplicate])])
 
 
@@ -116,10 +127,11 @@ def plant_each_kind(
     pipeline: Pipeline,
     index: str,
     docs: dict[str, BuiltDocument],
-    ids: tuple[str, str, str, str],
+    ids: tuple[str, str, str, str | None],
     extra_key: tuple[object, ...],
 ) -> Planted:
-    """One document of each kind of drift: *ids* are (missing, model of the extra, stale, duplicate)."""
+    """One document of each kind of drift: *ids* are (missing, model of the extra, stale,
+    duplicate); no duplicate when that is None."""
     missing, model, stale, duplicate = ids
     plant(pipeline, index, docs, missing=missing, extra=(model, extra_key), stale=stale, duplicate=duplicate)
     return Planted(missing, document_id(extra_key), stale, duplicate)

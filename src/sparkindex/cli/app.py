@@ -122,6 +122,12 @@ def stop(config: ConfigOpt, index: IndexOpt = None) -> None:
     from sparkindex.jobs.control import request_stop
 
     pipeline = load_pipeline(config)
+    from sparkindex.changes.control import request_sync_stop
+
+    stopped = request_sync_stop(_store(pipeline), pipeline.sync.group)  # a running `sync` of the group
+    if stopped:
+        err.print(f"sync {escape(stopped)}: stopping")
+        return
     job = request_stop(_store(pipeline), _aliases(pipeline, index))
     err.print(f"job {job.id}: {job.status}")
 
@@ -211,6 +217,11 @@ def gc(
 
 
 app.command()(serve)  # the progress server; its own module (cli/serve.py)
+
+
+from sparkindex.cli.sync import sync as _sync  # noqa: E402 - the sync command lives in its own module
+
+app.command(name="sync")(_sync)
 
 
 def main() -> None:

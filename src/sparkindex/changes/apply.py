@@ -1,0 +1,178 @@
+"""The apply step: changed rows -> root keys -> documents rebuilt by key -> versioned writes.
+
+Documents are rebuilt from the current rows through the same builder as a full reindex, so a
+change never indexes a partial row image; a root key whose row is gone becomes a delete. Every
+write carries an external version: the index's version column where it has one (so that sync and
+reindex agree), otherwise the newest log position that touched the document. A target that
+compares versions itself (OpenSearch/Elasticsearch, ``external_gte``) gets them with the write;
+for one that does not (Tantivy) the versions written are kept in the coordination store and a
+write older than what was written before is dropped here, deletes included (a tombstone).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sparkindex.changes.fanout import FanOut
+from sparkindex.changes.model import Change
+from sparkindex.coordination.offsets import OffsetStore
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.documents.builder import DocumentBuilder
+from sparkindex.errors import DocumentError, TransientError
+from sparkindex.keys import document_id, dump_key, sort_key
+from sparkindex.sources.base import Key
+from sparkindex.targets.base import BulkItem, Target
+
+log = logging.getLogger(__name__)
+
+#: Root keys rebuilt per builder call (one IN query per relation each).
+KEYS_PER_BUILD = 1000
+
+
+@dataclass
+class Counts:
+    applied: int = 0
+    deleted: int = 0
+    failed: int = 0
+    skipped: int = 0  # older than what the index holds
+    deferred: int = 0
+
+    def add(self, other: Counts) -> None:
+        self.applied += other.applied
+        self.deleted += other.deleted
+        self.failed += other.failed
+        self.skipped += other.skipped
+        self.deferred += other.deferred
+
+
+@dataclass
+class Consumer:
+    """One alias as a sync applies to it."""
+
+    alias: str
+    fanout: FanOut
+    builder: DocumentBuilder
+    failures: list[DocumentError] = field(default_factory=list)
+
+
+def honours_versions(target: Target) -> bool:
+    """Whether *target* compares external versions itself (``Target.honours_versions``)."""
+    return bool(getattr(type(target), "honours_versions", False))
+
+
+class Applier:
+    def __init__(
+        self,
+        target: Target,
+        offsets: OffsetStore,
+        store: CoordinationStore | None,
+        job_id: str,
+        batch_size: int = 1000,
+    ) -> None:
+        self.target = target
+        self.offsets = offsets
+        self.store = store
+        self.job_id = job_id  # dead letters are filed under it ("sync:<group>", a reindex job)
+        self.batch_size = batch_size
+        self.ledger = not honours_versions(target)
+
+    def apply(self, consumer: Consumer, index: str, changes: Sequence[Change]) -> Counts:
+        """Apply *changes* to *index* for *consumer*; raises :class:`TransientError` when the
+        source or target failed in a way a retry may fix (the batch is redone as a whole)."""
+        counts = Counts()
+        roots = consumer.fanout.root_keys(changes)
+        if roots.deferred:
+            self._defer(consumer, roots.deferred)
+            counts.deferred += len(roots.deferred)
+        keys = list(roots.keys.items())
+        for i in range(0, len(keys), KEYS_PER_BUILD):
+            counts.add(self.rebuild(consumer, index, dict(keys[i : i + KEYS_PER_BUILD])))
+        return counts
+
+    def rebuild(self, consumer: Consumer, index: str, keys: dict[Key, int]) -> Counts:
+        """Rebuild the documents of *keys* (root key -> position) and write them."""
+        items, failed = self.build(consumer, keys)
+        counts = Counts(failed=failed)
+        for i in range(0, len(items), self.batch_size):
+            counts.add(self.write(consumer.alias, index, items[i : i + self.batch_size]))
+        return counts
+
+    def build(self, consumer: Consumer, keys: dict[Key, int]) -> tuple[list[BulkItem], int]:
+        """The writes that bring the documents of *keys* up to date: upserts of the rows that
+        exist, deletes of those that are gone; rows that cannot be built are dead-lettered
+        (their number is returned)."""
+        docs, failures, missing = consumer.builder.by_keys(list(keys))
+        positions = {document_id(k): p for k, p in keys.items()}
+        items: list[BulkItem] = []
+        for doc in docs:
+            version = doc.version
+            if version is None:
+                version = positions.get(doc.routing or doc.id, 0)
+            items.append(
+                BulkItem(
+                    doc.id,
+                    doc.source,
+                    doc.hash,
+                    version=version,
+                    routing=doc.routing,
+                    fields=doc.fields,
+                    sort_key=doc.sort_key,
+                )
+            )
+        by_id = {document_id(k): k for k in keys}
+        for doc_id in missing:
+            key = by_id.get(doc_id)
+            where = None if key is None else sort_key(key)
+            items.append(BulkItem(doc_id, op="delete", version=positions.get(doc_id, 0), sort_key=where))
+        if failures:
+            self._dead_letter(consumer.alias, [(f.doc_id, f.error_class, f.reason) for f in failures])
+        return items, len(failures)
+
+    def write(self, alias: str, index: str, items: list[BulkItem]) -> Counts:
+        """Write *items*, dropping those older than what the index holds (ledger targets)."""
+        counts = Counts()
+        if self.ledger:
+            held = self.offsets.versions(index, [i.id for i in items])
+            fresh = [i for i in items if i.version is None or i.version >= held.get(i.id, -1)]
+            counts.skipped += len(items) - len(fresh)
+            items = fresh
+        if not items:
+            return counts
+        results = self.target.bulk(index, items)
+        transient = [r for r in results if not r.ok and r.transient]
+        if transient:
+            raise TransientError(f"{len(transient)} write(s) to {index!r} failed: {transient[0].error}")
+        bad = [(r.id, r.error_class or "WriteRejected", r.error or "") for r in results if not r.ok]
+        if bad:
+            self._dead_letter(alias, bad)
+        ok = {r.id for r in results if r.ok}
+        for item in items:
+            if item.id not in ok:
+                counts.failed += 1
+            elif item.op == "delete":
+                counts.deleted += 1
+            else:
+                counts.applied += 1
+        if self.ledger:
+            self.offsets.record_versions(
+                index, {i.id: i.version for i in items if i.id in ok and i.version is not None}
+            )
+        return counts
+
+    def _dead_letter(self, alias: str, failures: list[tuple[str, str, str]]) -> None:
+        for doc_id, error_class, message in failures[:5]:
+            log.warning("%s: document %s not indexed (%s): %s", alias, doc_id, error_class, message[:300])
+        if self.store is not None:
+            self.store.dead_letters.add(self.job_id, alias, None, failures, attempt=None)
+
+    def _defer(self, consumer: Consumer, changes: Sequence[Change]) -> None:
+        pk_of: Callable[[str], Sequence[str]] = lambda t: consumer.fanout.source.table(t).primary_key  # noqa: E731
+        records = []
+        for change in changes:
+            pk = list(pk_of(change.table))
+            image = change.old or change.new or {}
+            key = dump_key([image.get(c) for c in pk]) or "[]"
+            records.append((change.table, key, change.values(), change.position))
+        self.offsets.defer(consumer.alias, records)

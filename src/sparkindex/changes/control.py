@@ -1,0 +1,51 @@
+"""Commands on a consumer group that are not the sync itself: stop it, drop its slot."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+
+from sparkindex.changes.fanout import FanOut
+from sparkindex.changes.runner import LOCK_TTL_S, sync_lock_key
+from sparkindex.changes.session import resolve_consumer_plan, watched_tables
+from sparkindex.changes.source import open_change_source
+from sparkindex.config.model import Pipeline
+from sparkindex.coordination.offsets import OffsetStore
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.sources.registry import open_source
+
+
+def request_sync_stop(store: CoordinationStore, group: str) -> str | None:
+    """Stop the running sync of *group*: take its lock over (the sync notices within seconds
+    and stops after its current batch) and, on this host, send it SIGTERM at once. Returns the
+    holder that was asked to stop, or None when no sync of the group runs."""
+    key = sync_lock_key(group)
+    lock = store.locks.get(key)
+    if lock is None or lock.expires_at <= 0:
+        return None
+    token = store.locks.acquire(key, f"stop:{os.getpid()}", LOCK_TTL_S, holder_is_dead=lambda _lock: True)
+    store.locks.release(key, token)
+    host, _, rest = lock.holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host == socket.gethostname() and pid.isdigit():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGTERM)
+    return lock.holder
+
+
+def drop_consumer(pipeline: Pipeline, group: str) -> bool:
+    """Remove the group's server-side state (a replication slot) and its offsets: a slot nobody
+    reads retains WAL without bound. A later sync of the group starts from that moment."""
+    source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
+    aliases = [i.alias for i in pipeline.indexes]
+    fanouts = [FanOut(resolve_consumer_plan(pipeline, source, a), source) for a in aliases]
+    changes = open_change_source(pipeline, source, watched_tables(fanouts), group)
+    try:
+        dropped = changes.drop()
+    finally:
+        changes.close()
+    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
+    OffsetStore(store.engine, pipeline.coordination.prefix).forget(group)
+    return dropped

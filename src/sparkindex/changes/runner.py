@@ -1,0 +1,351 @@
+"""``sparkindex sync``: one Structured Streaming query per run, applying every change to the
+aliases of one consumer group, acknowledging positions only after the target did.
+
+The driver owns the acknowledgements. After a batch's apply tasks succeeded, it saves each
+alias's position in the coordination store (the consumer group's offsets, authoritative on
+restart) and only then lets the change source release the log (a PostgreSQL slot advances to
+the lowest position any alias of the group still needs). Spark's own checkpoint is a temporary
+folder per run: the store, not Spark, decides where a restarted sync begins, so a crash at any
+point replays at most the batches that were not acknowledged.
+
+One sync runs per consumer group at a time (a lock, ``sync:<group>``, kept alive while it runs);
+``sparkindex stop`` takes the lock over, and the sync stops at the end of its current batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import orjson
+
+from sparkindex.changes.fanout import FanOut
+from sparkindex.changes.session import resolve_consumer_plan, watched_tables
+from sparkindex.changes.source import ChangeSource, open_change_source
+from sparkindex.config.model import Pipeline
+from sparkindex.coordination.offsets import GroupOffset, OffsetStore
+from sparkindex.coordination.recovery import holder_is_dead, holder_name
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.errors import ConfigError, PermanentError, SparkIndexError, TransientError
+from sparkindex.jobs.keeper import LockKeeper
+from sparkindex.jobs.planning import selected_aliases
+from sparkindex.retry import Backoff
+from sparkindex.sources.registry import open_source
+from sparkindex.targets.registry import open_target
+
+log = logging.getLogger(__name__)
+
+LOCK_TTL_S = 30.0
+LOCK_REFRESH_S = 2.0
+
+
+def sync_lock_key(group: str) -> str:
+    return f"sync:{group}"
+
+
+@dataclass
+class SyncSummary:
+    applied: int
+    deleted: int
+    position: int
+    lag_s: float
+    failed: int = 0
+    batches: int = 0
+    group: str = "default"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SyncRun:
+    """One ``sync`` invocation (or a reindex's catch-up, with *indexes* naming the new versions)."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        aliases: Sequence[str] | None = None,
+        *,
+        group: str | None = None,
+        until_caught_up: bool = False,
+        spark_factory: Callable[[], Any] | None = None,
+        indexes: Mapping[str, str] | None = None,
+        consumer: str | None = None,
+        lock: bool = True,
+        until: Callable[[int], bool] | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.aliases = selected_aliases(pipeline, aliases)
+        self.group = group or pipeline.sync.group
+        self.consumer = consumer or self.group
+        self.until_caught_up = until_caught_up
+        self.spark_factory = spark_factory
+        self.fixed_indexes = dict(indexes or {})
+        self.lock = lock
+        self.until = until  # extra stop condition on the acknowledged position (catch-up)
+        self.run_id = uuid.uuid4().hex[:12]
+        self.holder = holder_name(self.run_id)
+        self.stop_requested = threading.Event()
+        self.totals = SyncSummary(0, 0, 0, 0.0, group=self.group)
+        self._last_ts = 0.0
+        self._batch_running = threading.Event()
+        self._acked: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    # -- setup -------------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Resolve plans and check the source (config errors, exit 2) before any JVM starts."""
+        p = self.pipeline
+        self.source = open_source(p.source_url(), p.job.source_timeout_s)
+        self.target = open_target(p.target.url, p.base_dir, p.target.options)
+        self.fanouts = [FanOut(resolve_consumer_plan(p, self.source, a), self.source) for a in self.aliases]
+        self.tables = watched_tables(self.fanouts)
+        self.changes: ChangeSource = open_change_source(p, self.source, self.tables, self.consumer)
+        self.changes.check()
+        self.store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
+        self.offsets = OffsetStore(self.store.engine, p.coordination.prefix)
+
+    def _initial(self) -> dict[str, Any]:
+        """Start (and create) the source; give aliases without an offset the offset of now; return
+        the offset of the alias furthest behind (the stream's start)."""
+        now = self.changes.start()
+        saved = self.offsets.offsets(self.group)
+        fresh = {a: (self.changes.position(now), now, self._index(a)) for a in self.aliases if a not in saved}
+        if fresh:
+            self.offsets.save(self.group, fresh)
+            saved = self.offsets.offsets(self.group)
+        mine = [saved[a] for a in self.aliases]
+        return min(mine, key=lambda o: o.position).offset
+
+    def _index(self, alias: str) -> str:
+        fixed = self.fixed_indexes.get(alias)
+        if fixed is not None:
+            return fixed
+        index = self.target.alias_target(alias)
+        if index is None:
+            raise ConfigError(
+                f"{self.pipeline.origin}: alias {alias!r} does not point at an index yet; run `sparkindex reindex` "
+                "first (sync keeps an index in step, it does not build one)"
+            )
+        return index
+
+    # -- the run -----------------------------------------------------------------------------------
+    def run(self) -> SyncSummary:
+        self.prepare()
+        tokens: dict[str, int] = {}
+        keeper = None
+        if self.lock:
+            key = sync_lock_key(self.group)
+            tokens[key] = self.store.locks.acquire(key, self.holder, LOCK_TTL_S, holder_is_dead=holder_is_dead)
+            keeper = LockKeeper(self.store, tokens, LOCK_TTL_S, LOCK_REFRESH_S, on_lost=self._on_lock_lost)
+            keeper.start()
+        checkpoint = tempfile.mkdtemp(prefix="sparkindex-sync-")
+        try:
+            initial = self._initial()
+            until = self.changes.head() if self.until_caught_up else None
+            self._until = until
+            self._stream(initial, until, checkpoint)
+        finally:
+            if keeper is not None:
+                keeper.stop()
+            for key, token in tokens.items():
+                self.store.locks.release(key, token)
+            shutil.rmtree(checkpoint, ignore_errors=True)
+            self.changes.close()
+        if self.error is not None:
+            raise self.error
+        return self._summary()
+
+    def _on_lock_lost(self, reason: str) -> None:
+        log.warning("%s; sync stops after its current batch", reason)
+        self.stop_requested.set()
+
+    def _spark(self) -> Any:
+        if self.spark_factory is not None:
+            return self.spark_factory()
+        from sparkindex.spark.session import build_session
+
+        return build_session(self.pipeline.spark, self.pipeline.base_dir / ".sparkindex" / "spark.log")
+
+    def _stream(self, initial: dict[str, Any], until: dict[str, Any] | None, checkpoint: str) -> None:
+        from sparkindex.spark.stream import StreamSpec, register_change_source
+
+        spark = self._spark()
+        wire = self.pipeline.wire_string()
+        fmt = register_change_source(spark, wire, self.run_id)
+        spec = StreamSpec(
+            self.consumer,
+            [{"name": t.name, "link_columns": t.link_columns, "where": t.where} for t in self.tables],
+            self.pipeline.sync.max_batch_changes,
+            until,
+        )
+        df = (
+            spark.readStream.format(fmt)
+            .option("spec", spec.to_json())
+            .option("initial", orjson.dumps(initial).decode())
+            .load()
+        )
+        trigger = f"{self.pipeline.sync.trigger_s} seconds"
+        query = (
+            df.writeStream.foreachBatch(lambda batch, batch_id: self._sink(spark, wire, batch, batch_id))
+            .trigger(processingTime=trigger)
+            .option("checkpointLocation", checkpoint)
+            .queryName(f"sparkindex-sync-{self.run_id}")
+            .start()
+        )
+        try:
+            self._watch(query)
+        finally:
+            self.stop_requested.set()
+            self._batch_running.wait(0)  # a batch in flight ends with query.stop()'s interrupt
+            try:
+                query.stop()
+            except Exception as exc:  # noqa: BLE001 - stopping a query that already failed
+                log.debug("stopping the query: %s", exc)
+
+    def _watch(self, query: Any) -> None:
+        """Wait until stopped, caught up, or the query failed (each poll blocks on the query)."""
+        while not self.stop_requested.is_set():
+            if query.awaitTermination(0.2):
+                break
+            if self.error is not None:
+                break
+            if self._done(query):
+                break
+        if self.error is None:
+            exc = query.exception()
+            if exc is not None:
+                self.error = PermanentError(f"the change stream failed: {str(exc).splitlines()[0][:2000]}")
+        # let a batch that is being applied finish, so its acknowledgement is kept
+        deadline = time.monotonic() + 60
+        while self._batch_running.is_set() and time.monotonic() < deadline:
+            self._batch_running.wait(0.1)
+            if not self._batch_running.is_set():
+                break
+            query.awaitTermination(0.1)
+
+    def _done(self, query: Any) -> bool:
+        """Caught up: the stream found nothing new, and the source confirms nothing is left before
+        the head recorded at start (a source outage also looks like "nothing new")."""
+        if not self.until_caught_up and self.until is None:
+            return False
+        status = query.status
+        if status.get("isDataAvailable") or status.get("isTriggerActive") or self._batch_running.is_set():
+            return False
+        if query.lastProgress is None and self._acked is None:
+            return False
+        acked = self._acked or self._start_offset()
+        if self.until is not None and not self.until(self.changes.position(acked)):
+            return False
+        if self.until_caught_up:
+            try:
+                pending = self.changes.read(acked, 1, self._until)
+            except TransientError:
+                return False
+            return not pending.changes
+        return True
+
+    def _start_offset(self) -> dict[str, Any]:
+        saved = self.offsets.offsets(self.group)
+        return min((saved[a] for a in self.aliases), key=lambda o: o.position).offset
+
+    # -- the sink ----------------------------------------------------------------------------------
+    def _sink(self, spark: Any, wire: str, batch: Any, batch_id: int) -> None:
+        from sparkindex.spark.stream import SUMMARY_DDL, ApplyTasks
+
+        self._batch_running.set()
+        try:
+            backoff = Backoff(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
+            while True:
+                saved = self._wait_for_holds()
+                plan = {a: (self._index(a), saved[a].position) for a in self.aliases}
+                run = {"job_id": f"sync:{self.group}", "group": self.group}
+                try:
+                    rows = batch.mapInArrow(ApplyTasks(wire, run, plan), SUMMARY_DDL).collect()
+                    break
+                except Exception as exc:
+                    if self.stop_requested.is_set() or _permanent(exc):
+                        self.error = _as_error(exc)
+                        self.stop_requested.set()
+                        raise
+                    delay = backoff.next_delay()
+                    log.warning("applying batch %d failed (retrying in %.1f s): %s", batch_id, delay, _brief(exc))
+                    self.stop_requested.wait(delay)
+            self._acknowledge(rows, plan)
+        finally:
+            self._batch_running.clear()
+
+    def _acknowledge(self, rows: list[Any], plan: Mapping[str, tuple[str, int]]) -> None:
+        end = next((r for r in rows if r["alias"] is None), None)
+        if end is None:
+            return
+        offset = orjson.loads(end["end_offset"])
+        position = int(end["end_position"])
+        counts: dict[str, tuple[int, int]] = {}
+        for r in rows:
+            if r["alias"] is not None:
+                applied, deleted = counts.get(r["alias"], (0, 0))
+                counts[r["alias"]] = (applied + r["applied"], deleted + r["deleted"])
+                self.totals.applied += r["applied"]
+                self.totals.deleted += r["deleted"]
+                self.totals.failed += r["failed"]
+        if end["ts"]:
+            self._last_ts = float(end["ts"])
+        lag = max(0.0, time.time() - self._last_ts) if self._last_ts else 0.0
+        positions = {a: (max(position, after), offset, index) for a, (index, after) in plan.items()}
+        self.offsets.save(self.group, positions, counts, lag)
+        self.totals.batches += 1
+        self.totals.position = position
+        self._acked = offset
+        # the log may let go of what every alias of the group has applied
+        saved = self.offsets.offsets(self.group)
+        lowest = min(saved.values(), key=lambda o: o.position)
+        try:
+            self.changes.acknowledge(lowest.offset)
+        except TransientError as exc:
+            log.warning("could not release the change log up to %s yet: %s", lowest.offset, exc)
+
+    def _wait_for_holds(self) -> dict[str, GroupOffset]:
+        """A reindex about to swap an alias holds it: pause (report where we are), wait until it
+        is released, then continue from the offsets the reindex handed over."""
+        while True:
+            saved = self.offsets.offsets(self.group)
+            holds = self.offsets.holds(self.aliases)
+            if not holds:
+                return saved
+            for alias, hold in holds.items():
+                if hold.paused_by != self.holder:
+                    self.offsets.pause(alias, hold.holder, saved[alias].position, self.holder)
+            if self.stop_requested.wait(0.1):
+                return saved
+
+    def _summary(self) -> SyncSummary:
+        if self._acked is not None:
+            try:
+                self.totals.lag_s = round(self.changes.lag(self._acked).seconds, 3)
+            except TransientError:
+                self.totals.lag_s = -1.0
+        else:
+            self.totals.position = self.changes.position(self._start_offset())
+        return self.totals
+
+
+def _brief(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:500] if str(exc).strip() else type(exc).__name__
+
+
+def _permanent(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(name in text for name in ("ConfigError", "UsageError", "LockLost", "PermanentError"))
+
+
+def _as_error(exc: BaseException) -> SparkIndexError:
+    if isinstance(exc, SparkIndexError):
+        return exc
+    return PermanentError(f"applying changes failed: {_brief(exc)}")

@@ -1,0 +1,119 @@
+"""The one interface every change source implements, and the choice of source for a pipeline.
+
+Sources live with their dialect (``sources/postgres/changes.py``, ``sources/mysql/changes.py``)
+or beside them (``sources/polling.py`` for any database); this module only names them, keyed by
+SQLAlchemy dialect, so no shared code branches on the dialect.
+
+Offsets are plain JSON dicts (what Spark checkpoints and the store keeps); a source turns its
+own offset into an integer ``position`` (monotone in commit order) for versions and filtering.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sparkindex.changes.model import Batch
+from sparkindex.config.model import Pipeline
+from sparkindex.errors import ConfigError
+from sparkindex.sources.base import Source
+
+#: Log-based sources by SQLAlchemy dialect name: (module, class).
+LOG_SOURCES: dict[str, tuple[str, str]] = {
+    "postgresql": ("sparkindex.sources.postgres.changes", "PostgresChangeSource"),
+    "mysql": ("sparkindex.sources.mysql.changes", "MysqlChangeSource"),
+}
+POLLING_SOURCE = ("sparkindex.sources.polling", "PollingChangeSource")
+
+
+@dataclass(frozen=True)
+class WatchedTable:
+    """A table whose changes matter, and the columns its deletes must reveal (see fanout)."""
+
+    name: str
+    link_columns: list[str]
+    where: str
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far behind the head a position is: bytes of log retained (None where the source
+    retains nothing for us) and seconds since the oldest change not yet applied."""
+
+    bytes: int | None
+    seconds: float
+
+
+class ChangeSource(ABC):
+    """Reads committed changes of the watched tables, in commit order, from an offset."""
+
+    def __init__(self, pipeline: Pipeline, source: Source, tables: Sequence[WatchedTable], consumer: str) -> None:
+        """*consumer* names whoever reads (a consumer group, a reindex's catch-up): sources that
+        keep server-side state per reader (a PostgreSQL slot) derive its name from it."""
+        self.pipeline = pipeline
+        self.source = source
+        self.tables = list(tables)
+        self.consumer = consumer
+
+    @abstractmethod
+    def check(self) -> None:
+        """Refuse, with a :class:`ConfigError` naming the setting or table, what cannot work."""
+
+    @abstractmethod
+    def start(self) -> dict[str, Any]:
+        """Make sure reading can begin (create the slot on first run); return the offset of "now":
+        where a consumer without a saved offset starts."""
+
+    @abstractmethod
+    def position(self, offset: Mapping[str, Any]) -> int:
+        """The integer position of *offset* (monotone in commit order)."""
+
+    @abstractmethod
+    def read(self, start: Mapping[str, Any], limit: int, until: Mapping[str, Any] | None = None) -> Batch:
+        """Changes committed after *start*, at most about *limit*, none committed after *until*."""
+
+    @abstractmethod
+    def head(self) -> dict[str, Any]:
+        """The offset of the newest committed change, for "apply everything committed by now"."""
+
+    def acknowledge(self, offset: Mapping[str, Any]) -> None:
+        """Everything up to *offset* is durable in the target: server-side state may let it go."""
+
+    @abstractmethod
+    def lag(self, offset: Mapping[str, Any]) -> Lag: ...
+
+    def drop(self) -> bool:
+        """Remove server-side state kept for this consumer (a slot); True if something was removed."""
+        return False
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+def source_kind(pipeline: Pipeline, source: Source) -> tuple[str, str]:
+    """The (module, class) of the change source for *pipeline*."""
+    wanted = pipeline.sync.source
+    if wanted == "auto":
+        if any(idx.changes is not None for idx in pipeline.indexes):
+            return POLLING_SOURCE
+        return LOG_SOURCES.get(source.dialect_name, POLLING_SOURCE)
+    if wanted == "polling":
+        return POLLING_SOURCE
+    entry = LOG_SOURCES.get(source.dialect_name)
+    if entry is None:
+        raise ConfigError(
+            f"{pipeline.origin}: sync.source: log-based change capture is not available for {source.dialect_name} "
+            f"(available: {', '.join(LOG_SOURCES)}); use source: polling with indexes[].changes"
+        )
+    return entry
+
+
+def open_change_source(
+    pipeline: Pipeline, source: Source, tables: Sequence[WatchedTable], consumer: str
+) -> ChangeSource:
+    module, name = source_kind(pipeline, source)
+    cls: type[ChangeSource] = getattr(importlib.import_module(module), name)
+    return cls(pipeline, source, tables, consumer)

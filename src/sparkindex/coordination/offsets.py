@@ -1,0 +1,318 @@
+"""Change-capture state in the coordination store: consumer offsets, document versions, deferred
+changes and sync holds.
+
+The store is what every node reaches (the index-based-offsets seed keeps offsets where every
+consumer can read them), so a sync that restarts on another machine resumes from the same place.
+These tables are new and only added to a store (``create_all`` skips what exists); no existing
+table changes, so the core schema's version is untouched.
+
+* ``si_sync_offset``: per consumer group and alias, the last position whose changes the target
+  acknowledged, the source's resume offset (JSON) and the physical index it was applied to.
+* ``si_doc_version``: per physical index and document, the newest external version written, for
+  targets that do not compare versions themselves (Tantivy); deletes keep theirs (a tombstone).
+* ``si_change_snapshot``: deferred changes per alias, table and row key; a later change to the
+  same row replaces the earlier one (search-center's delay effect), keeping every row image seen.
+* ``si_sync_hold``: a reindex that is about to swap an alias asks live syncs to pause it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from sparkindex.coordination.base import rerun_on_conflict
+from sparkindex.coordination.tables import Time
+
+#: Versions are looked up and replaced in chunks of this many ids (bind-parameter limits).
+CHUNK = 500
+
+
+@dataclass(frozen=True)
+class OffsetTables:
+    metadata: sa.MetaData
+    offset: sa.Table
+    doc_version: sa.Table
+    snapshot: sa.Table
+    hold: sa.Table
+
+
+def make_offset_tables(prefix: str = "") -> OffsetTables:
+    md = sa.MetaData()
+    p = f"{prefix}si_"
+    offset = sa.Table(
+        f"{p}sync_offset",
+        md,
+        sa.Column("group_name", sa.String(255), primary_key=True),
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("offset_json", sa.Text, nullable=False),
+        sa.Column("index_name", sa.String(255)),
+        sa.Column("applied", sa.BigInteger, nullable=False, default=0),
+        sa.Column("deleted", sa.BigInteger, nullable=False, default=0),
+        sa.Column("lag_s", sa.Float, nullable=False, default=0.0),
+        sa.Column("updated_at", Time, nullable=False),
+    )
+    doc_version = sa.Table(
+        f"{p}doc_version",
+        md,
+        sa.Column("index_name", sa.String(255), primary_key=True),
+        sa.Column("doc_id", sa.String(512), primary_key=True),
+        sa.Column("version", sa.BigInteger, nullable=False),
+        sa.Column("updated_at", Time, nullable=False),
+    )
+    snapshot = sa.Table(
+        f"{p}change_snapshot",
+        md,
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("tbl", sa.String(255), primary_key=True),
+        sa.Column("row_key", sa.String(512), primary_key=True),
+        sa.Column("images", sa.Text, nullable=False),
+        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("recorded_at", Time, nullable=False),
+    )
+    hold = sa.Table(
+        f"{p}sync_hold",
+        md,
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("holder", sa.String(255), nullable=False),
+        sa.Column("since", Time, nullable=False),
+        #: set by a live sync when it has paused the alias: the position it had applied
+        sa.Column("paused_at", sa.BigInteger),
+        sa.Column("paused_by", sa.String(255)),
+    )
+    return OffsetTables(md, offset, doc_version, snapshot, hold)
+
+
+@dataclass(frozen=True)
+class GroupOffset:
+    group: str
+    alias: str
+    position: int
+    offset: dict[str, Any]
+    index: str | None
+    applied: int
+    deleted: int
+    lag_s: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Hold:
+    alias: str
+    holder: str
+    since: float
+    paused_at: int | None
+    paused_by: str | None
+
+
+@dataclass(frozen=True)
+class DeferredChange:
+    alias: str
+    table: str
+    row_key: str
+    images: list[dict[str, Any]]
+    position: int
+
+
+class OffsetStore:
+    def __init__(self, engine: Engine, prefix: str = "") -> None:
+        self.engine = engine
+        self.t = make_offset_tables(prefix)
+        self.t.metadata.create_all(engine, checkfirst=True)
+
+    # -- consumer offsets --------------------------------------------------------------------------
+    @rerun_on_conflict
+    def offsets(self, group: str) -> dict[str, GroupOffset]:
+        t = self.t.offset
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t).where(t.c.group_name == group)).fetchall()
+        return {r.alias: _offset(r) for r in rows}
+
+    @rerun_on_conflict
+    def groups_of(self, alias: str) -> list[GroupOffset]:
+        t = self.t.offset
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t).where(t.c.alias == alias)).fetchall()
+        return [_offset(r) for r in rows]
+
+    @rerun_on_conflict
+    def save(
+        self,
+        group: str,
+        positions: Mapping[str, tuple[int, dict[str, Any], str | None]],
+        counts: Mapping[str, tuple[int, int]] | None = None,
+        lag_s: float = 0.0,
+    ) -> None:
+        """Record, per alias, the acknowledged (position, resume offset, index) in one transaction;
+        *counts* (applied, deleted) are added to the running totals."""
+        t = self.t.offset
+        now = time.time()
+        with self.engine.begin() as conn:
+            for alias, (position, offset, index) in positions.items():
+                applied, deleted = (counts or {}).get(alias, (0, 0))
+                values: dict[str, Any] = {
+                    "position": position,
+                    "offset_json": orjson.dumps(offset).decode(),
+                    "index_name": index,
+                    "lag_s": lag_s,
+                    "updated_at": now,
+                }
+                res = conn.execute(
+                    t.update()
+                    .where(t.c.group_name == group, t.c.alias == alias)
+                    .values(applied=t.c.applied + applied, deleted=t.c.deleted + deleted, **values)
+                )
+                if res.rowcount == 0:
+                    conn.execute(
+                        t.insert().values(group_name=group, alias=alias, applied=applied, deleted=deleted, **values)
+                    )
+
+    @rerun_on_conflict
+    def forget(self, group: str, aliases: Sequence[str] | None = None) -> None:
+        t = self.t.offset
+        cond = t.c.group_name == group
+        if aliases is not None:
+            cond = sa.and_(cond, t.c.alias.in_(list(aliases)))
+        with self.engine.begin() as conn:
+            conn.execute(t.delete().where(cond))
+
+    # -- document versions (targets without external versions) --------------------------------------
+    @rerun_on_conflict
+    def versions(self, index: str, doc_ids: Sequence[str]) -> dict[str, int]:
+        t = self.t.doc_version
+        out: dict[str, int] = {}
+        unique = list(dict.fromkeys(doc_ids))
+        with self.engine.connect() as conn:
+            for i in range(0, len(unique), CHUNK):
+                chunk = unique[i : i + CHUNK]
+                stmt = sa.select(t.c.doc_id, t.c.version).where(t.c.index_name == index, t.c.doc_id.in_(chunk))
+                out.update({r.doc_id: int(r.version) for r in conn.execute(stmt)})
+        return out
+
+    @rerun_on_conflict
+    def record_versions(self, index: str, versions: Mapping[str, int]) -> None:
+        """Replace the versions of these documents (delete + insert: portable, two statements per chunk)."""
+        t = self.t.doc_version
+        now = time.time()
+        items = list(versions.items())
+        with self.engine.begin() as conn:
+            for i in range(0, len(items), CHUNK):
+                chunk = items[i : i + CHUNK]
+                conn.execute(t.delete().where(t.c.index_name == index, t.c.doc_id.in_([d for d, _ in chunk])))
+                conn.execute(
+                    t.insert(), [{"index_name": index, "doc_id": d, "version": v, "updated_at": now} for d, v in chunk]
+                )
+
+    @rerun_on_conflict
+    def drop_versions(self, index: str) -> None:
+        t = self.t.doc_version
+        with self.engine.begin() as conn:
+            conn.execute(t.delete().where(t.c.index_name == index))
+
+    # -- deferred changes ----------------------------------------------------------------------------
+    @rerun_on_conflict
+    def defer(self, alias: str, changes: Sequence[tuple[str, str, list[dict[str, Any]], int]]) -> None:
+        """Record (table, row key, row images, position); a later change to a row replaces the
+        earlier one but keeps its images, so a parent the row left is rebuilt too."""
+        t = self.t.snapshot
+        now = time.time()
+        with self.engine.begin() as conn:
+            for table, row_key, images, position in changes:
+                cond = sa.and_(t.c.alias == alias, t.c.tbl == table, t.c.row_key == row_key)
+                row = conn.execute(sa.select(t.c.images, t.c.position).where(cond)).first()
+                if row is None:
+                    conn.execute(
+                        t.insert().values(
+                            alias=alias,
+                            tbl=table,
+                            row_key=row_key,
+                            images=_images(images),
+                            position=position,
+                            recorded_at=now,
+                        )
+                    )
+                    continue
+                merged = [*orjson.loads(row.images), *images]
+                conn.execute(
+                    t.update()
+                    .where(cond)
+                    .values(images=_images(merged), position=max(int(row.position), position), recorded_at=now)
+                )
+
+    @rerun_on_conflict
+    def deferred(self, alias: str) -> list[DeferredChange]:
+        t = self.t.snapshot
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t).where(t.c.alias == alias).order_by(t.c.tbl, t.c.row_key)).fetchall()
+        return [DeferredChange(r.alias, r.tbl, r.row_key, orjson.loads(r.images), int(r.position)) for r in rows]
+
+    @rerun_on_conflict
+    def clear_deferred(self, alias: str, done: Sequence[DeferredChange]) -> int:
+        """Remove applied records unless a newer change replaced them meanwhile."""
+        t = self.t.snapshot
+        removed = 0
+        with self.engine.begin() as conn:
+            for d in done:
+                res = conn.execute(
+                    t.delete().where(
+                        t.c.alias == alias, t.c.tbl == d.table, t.c.row_key == d.row_key, t.c.position == d.position
+                    )
+                )
+                removed += res.rowcount
+        return removed
+
+    # -- holds (a reindex about to swap pauses live syncs of the alias) -------------------------------
+    @rerun_on_conflict
+    def hold(self, alias: str, holder: str) -> None:
+        t = self.t.hold
+        with self.engine.begin() as conn:
+            conn.execute(t.delete().where(t.c.alias == alias))
+            conn.execute(t.insert().values(alias=alias, holder=holder, since=time.time()))
+
+    @rerun_on_conflict
+    def holds(self, aliases: Sequence[str]) -> dict[str, Hold]:
+        t = self.t.hold
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t).where(t.c.alias.in_(list(aliases)))).fetchall()
+        return {r.alias: Hold(r.alias, r.holder, r.since, r.paused_at, r.paused_by) for r in rows}
+
+    @rerun_on_conflict
+    def pause(self, alias: str, holder: str, position: int, by: str) -> None:
+        t = self.t.hold
+        with self.engine.begin() as conn:
+            conn.execute(
+                t.update().where(t.c.alias == alias, t.c.holder == holder).values(paused_at=position, paused_by=by)
+            )
+
+    @rerun_on_conflict
+    def release(self, alias: str, holder: str) -> None:
+        t = self.t.hold
+        with self.engine.begin() as conn:
+            conn.execute(t.delete().where(t.c.alias == alias, t.c.holder == holder))
+
+
+def _images(images: list[dict[str, Any]]) -> str:
+    unique: dict[bytes, dict[str, Any]] = {}
+    for image in images:
+        unique.setdefault(orjson.dumps(image, option=orjson.OPT_SORT_KEYS, default=str), image)
+    return orjson.dumps(list(unique.values()), default=str).decode()
+
+
+def _offset(r: Any) -> GroupOffset:
+    return GroupOffset(
+        r.group_name,
+        r.alias,
+        int(r.position),
+        orjson.loads(r.offset_json),
+        r.index_name,
+        int(r.applied),
+        int(r.deleted),
+        float(r.lag_s),
+        float(r.updated_at),
+    )

@@ -1,0 +1,332 @@
+"""PostgreSQL change capture: a logical replication slot read with wal2json (format-version 2)
+through the SQL slot functions.
+
+Chosen over psycopg2's streaming ``LogicalReplicationConnection`` (``bench/sync.py`` measures
+both): a Structured Streaming batch is planned, then applied, then acknowledged, which is exactly
+``pg_logical_slot_peek_changes`` (read without consuming), the sink, then
+``pg_replication_slot_advance`` (consume). Nothing is consumed before the target acknowledged it,
+a crash simply peeks the same transactions again, and any connection can do it (no replication
+protocol, no feedback timer that confirms on its own every 10 s).
+
+Offsets are commit positions: ``{"lsn": N}`` where N is the end of the last included commit
+record (the ``lsn`` column of a wal2json ``C`` row). Decoding skips transactions whose commit
+record starts before the slot's confirmed position, and a peek returns whole transactions in
+commit order, so advancing to that end never skips a transaction that was not returned.
+
+The values in the log are used only to find documents (TOASTed columns missing from an UPDATE
+do not matter: documents are rebuilt from the rows). Deletes carry the replica identity only; a
+table whose deletes must reveal a foreign key to find their document needs REPLICA IDENTITY FULL
+(:meth:`PostgresChangeSource.check` says so, naming the table and the columns).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import re
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+import psycopg
+import sqlalchemy as sa
+
+from sparkindex.changes.model import Batch, Change
+from sparkindex.changes.source import ChangeSource, Lag
+from sparkindex.config.secrets import redact_url
+from sparkindex.errors import ConfigError, TransientError
+
+log = logging.getLogger(__name__)
+
+PLUGIN = "wal2json"
+_OPS = {"I": "insert", "U": "update", "D": "delete"}
+#: wal2json add-tables escapes these with a backslash
+_ESCAPE = re.compile(r"([\\,.* ])")
+
+
+def lsn_int(text: str) -> int:
+    hi, lo = text.split("/")
+    return (int(hi, 16) << 32) + int(lo, 16)
+
+
+def lsn_text(value: int) -> str:
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
+
+
+def slot_name(prefix: str, consumer: str) -> str:
+    """A valid slot name (lower case letters, digits, underscores; at most 63 characters)."""
+    name = re.sub(r"[^a-z0-9_]", "_", f"{prefix}_{consumer}".lower())
+    return name[:63]
+
+
+class PostgresChangeSource(ChangeSource):
+    """The slot of one consumer (a sync's consumer group, a reindex's catch-up)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slot = slot_name(self.pipeline.sync.slot, self.consumer)
+        url = sa.make_url(self.source.url).set(drivername="postgresql")
+        self._dsn = url.render_as_string(hide_password=False)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._names: dict[tuple[str, str], str] | None = None
+
+    # -- connection --------------------------------------------------------------------------------
+    @contextmanager
+    def _cursor(self, what: str) -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor on the kept connection; a lost connection is dropped and reported as transient,
+        so the next call reconnects (a server restart is survived by the caller's retry)."""
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=10)
+            with self._conn.cursor() as cur:
+                yield cur
+        except psycopg.OperationalError as exc:
+            self._drop_connection()
+            raise TransientError(f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}") from None
+        except psycopg.errors.ObjectInUse as exc:  # the slot is being read by another session
+            raise TransientError(f"slot {self.slot!r}: {what}: {_first_line(exc)}") from None
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def close(self) -> None:
+        self._drop_connection()
+
+    # -- checks ------------------------------------------------------------------------------------
+    def check(self) -> None:
+        with self._cursor("checking logical decoding") as cur:
+            cur.execute("SHOW wal_level")
+            row = cur.fetchone()
+            level = row[0] if row else "?"
+            if level != "logical":
+                raise ConfigError(
+                    f"source.url: PostgreSQL has wal_level = {level!r}; change capture needs wal_level = logical "
+                    "(set it in postgresql.conf and restart the server), or use sync.source: polling"
+                )
+            for table in self.tables:
+                cur.execute(
+                    "SELECT c.relreplident, c.oid FROM pg_class c WHERE c.oid = to_regclass(%s)",
+                    (_quote_ident(table.name),),
+                )
+                found = cur.fetchone()
+                if found is None:
+                    raise ConfigError(f"{table.where}: table {table.name!r} not found in the source")
+                identity = self._identity_columns(cur, found[1], found[0])
+                self._check_identity(table.name, table.link_columns, table.where, found[0], identity)
+
+    @staticmethod
+    def _identity_columns(cur: psycopg.Cursor[Any], oid: int, kind: str) -> list[str] | None:
+        """The columns a DELETE logs: None for all (FULL)."""
+        if kind == "f":
+            return None
+        if kind == "n":
+            return []
+        flag = "indisprimary" if kind == "d" else "indisreplident"
+        cur.execute(
+            f"SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            f"AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s AND i.{flag}",
+            (oid,),
+        )
+        return [r[0] for r in cur.fetchall()]
+
+    @staticmethod
+    def _check_identity(table: str, needed: list[str], where: str, kind: str, identity: list[str] | None) -> None:
+        if identity is None:
+            return
+        if not identity:
+            raise ConfigError(
+                f"{where}: table {table!r} has no primary key or replica identity, so PostgreSQL logs no key for its "
+                f"updates and deletes; add a primary key or run ALTER TABLE {_quote_ident(table)} REPLICA IDENTITY FULL"
+            )
+        missing = [c for c in needed if c not in identity]
+        if missing:
+            raise ConfigError(
+                f"{where}: a delete from table {table!r} must reveal column(s) {', '.join(missing)} to find the "
+                f"document it belongs to, but its replica identity logs only {', '.join(identity)}; run "
+                f"ALTER TABLE {_quote_ident(table)} REPLICA IDENTITY FULL"
+            )
+
+    # -- the slot ----------------------------------------------------------------------------------
+    def _slot_position(self, cur: psycopg.Cursor[Any]) -> int | None:
+        cur.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (self.slot,))
+        row = cur.fetchone()
+        return None if row is None or row[0] is None else lsn_int(row[0])
+
+    def start(self) -> dict[str, Any]:
+        with self._cursor(f"creating slot {self.slot!r}") as cur:
+            position = self._slot_position(cur)
+            if position is None:
+                try:
+                    cur.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, %s)", (self.slot, PLUGIN))
+                except psycopg.errors.UndefinedFile as exc:
+                    raise ConfigError(
+                        f"source.url: the PostgreSQL server lacks the {PLUGIN} output plugin "
+                        f"(install postgresql-<version>-wal2json): {_first_line(exc)}"
+                    ) from None
+                except psycopg.errors.DuplicateObject:
+                    pass  # another process created it a moment ago
+                position = self._slot_position(cur)
+                log.info("created replication slot %s at %s", self.slot, lsn_text(position or 0))
+        return {"lsn": position or 0}
+
+    def drop(self) -> bool:
+        with self._cursor(f"dropping slot {self.slot!r}") as cur:
+            if self._slot_position(cur) is None:
+                cur.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (self.slot,))
+                if cur.fetchone() is None:
+                    return False
+            cur.execute("SELECT pg_drop_replication_slot(%s)", (self.slot,))
+        return True
+
+    def exists(self) -> bool:
+        with self._cursor(f"looking up slot {self.slot!r}") as cur:
+            cur.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (self.slot,))
+            return cur.fetchone() is not None
+
+    def position(self, offset: Mapping[str, Any]) -> int:
+        return int(offset.get("lsn", 0))
+
+    def head(self) -> dict[str, Any]:
+        """The insert position now, once the WAL writer has flushed it (decoding reads only flushed
+        WAL; with synchronous_commit = off a commit may wait for it a few hundred ms)."""
+        with self._cursor("reading the WAL position") as cur:
+            cur.execute("SELECT pg_current_wal_insert_lsn()::text")
+            row = cur.fetchone()
+            target = lsn_int(row[0]) if row else 0
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+                flushed = cur.fetchone()
+                if flushed and lsn_int(flushed[0]) >= target:
+                    break
+                time.sleep(0.02)
+        return {"lsn": target}
+
+    def acknowledge(self, offset: Mapping[str, Any]) -> None:
+        target = self.position(offset)
+        with self._cursor(f"advancing slot {self.slot!r}") as cur:
+            current = self._slot_position(cur)
+            if current is None:
+                raise TransientError(f"replication slot {self.slot!r} is gone (dropped while sync ran?)")
+            cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+            row = cur.fetchone()
+            flushed = lsn_int(row[0]) if row else 0
+            upto = min(target, flushed)
+            if upto > current:
+                cur.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self.slot, lsn_text(upto)))
+
+    def lag(self, offset: Mapping[str, Any]) -> Lag:
+        with self._cursor(f"measuring the lag of slot {self.slot!r}") as cur:
+            cur.execute(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (self.slot,),
+            )
+            row = cur.fetchone()
+        retained = int(row[0]) if row and row[0] is not None else None
+        pending = self.read(offset, 1)
+        seconds = max(0.0, time.time() - pending.changes[0].ts) if pending.changes else 0.0
+        return Lag(retained, seconds)
+
+    # -- reading -----------------------------------------------------------------------------------
+    def _table_names(self, cur: psycopg.Cursor[Any]) -> dict[tuple[str, str], str]:
+        """(schema, table) as the log names them -> the pipeline's table names."""
+        if self._names is None:
+            names: dict[tuple[str, str], str] = {}
+            for table in self.tables:
+                cur.execute(
+                    "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE c.oid = to_regclass(%s)",
+                    (_quote_ident(table.name),),
+                )
+                row = cur.fetchone()
+                if row is not None:
+                    names[(row[0], row[1])] = table.name
+            self._names = names
+        return self._names
+
+    def read(self, start: Mapping[str, Any], limit: int, until: Mapping[str, Any] | None = None) -> Batch:
+        after = self.position(start)
+        upto = None if until is None else lsn_text(self.position(until))
+        with self._cursor(f"reading slot {self.slot!r}") as cur:
+            names = self._table_names(cur)
+            slot_at = self._slot_position(cur)
+            if slot_at is None:
+                raise TransientError(f"replication slot {self.slot!r} does not exist; it is created at start")
+            if slot_at < after:
+                # acknowledged in the store but not in the slot (a crash between the two): catch up
+                cur.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self.slot, lsn_text(after)))
+            tables = ",".join(f"{_escape(s)}.{_escape(t)}" for s, t in names)
+            cur.execute(
+                "SELECT lsn::text, data FROM pg_logical_slot_peek_changes(%s, %s::pg_lsn, %s, "
+                "'format-version', '2', 'include-timestamp', '1', 'include-transaction', '1', "
+                "'include-type-oids', '0', 'add-tables', %s)",
+                (self.slot, upto, limit, tables or "-.-"),
+            )
+            rows = cur.fetchall()
+        return self._parse(rows, after, start, names, limit)
+
+    def _parse(
+        self,
+        rows: list[tuple[str, str]],
+        after: int,
+        start: Mapping[str, Any],
+        names: dict[tuple[str, str], str],
+        limit: int,
+    ) -> Batch:
+        changes: list[Change] = []
+        txn: list[dict[str, Any]] = []
+        end, ts = after, 0.0
+        for lsn, data in rows:
+            msg = orjson.loads(data)
+            action = msg.get("action")
+            if action == "B":
+                txn = []
+            elif action in _OPS:
+                txn.append(msg)
+            elif action == "T":
+                table = names.get((msg.get("schema"), msg.get("table")), msg.get("table"))
+                log.error("table %r was truncated: its documents stay until a reindex", table)
+            elif action == "C":
+                position = lsn_int(lsn)
+                commit_ts = _timestamp(msg.get("timestamp"))
+                if position > after:
+                    changes.extend(self._change(m, names, position, commit_ts) for m in txn)
+                    end, ts = position, commit_ts
+                txn = []
+        offset = {"lsn": end} if end > after else dict(start)
+        return Batch(changes, offset, end, ts, more=len(rows) >= limit)
+
+    @staticmethod
+    def _change(msg: dict[str, Any], names: dict[tuple[str, str], str], position: int, ts: float) -> Change:
+        table = names.get((msg["schema"], msg["table"]), msg["table"])
+        new = {c["name"]: c.get("value") for c in msg.get("columns", ())} or None
+        old = {c["name"]: c.get("value") for c in msg.get("identity", ())} or None
+        return Change(table, _OPS[msg["action"]], position, old, new, ts)  # type: ignore[arg-type]
+
+
+def _timestamp(text: str | None) -> float:
+    if not text:
+        return time.time()
+    try:
+        return dt.datetime.fromisoformat(text if len(text) > 22 else text + ":00").timestamp()
+    except ValueError:
+        return time.time()
+
+
+def _escape(name: str) -> str:
+    return _ESCAPE.sub(r"\\\1", name)
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _first_line(exc: BaseException) -> str:
+    return redact_url(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)

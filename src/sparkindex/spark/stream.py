@@ -1,0 +1,215 @@
+"""The change stream on Spark Structured Streaming: a Python stream reader and the apply tasks.
+
+The reader's planning methods (``latestOffset``, ``partitions``) run in the Python process Spark
+keeps for the source; they read one batch of committed changes from the change source, whose
+offsets are the log positions. A log is read in order by one reader anyway (a slot, a binlog),
+so the changes travel to the executors inside the input partitions, and the work that costs
+(fan-out queries, rebuilding documents, bulk writes) runs there, in parallel: the sink is a
+``mapInArrow`` of :class:`ApplyTasks` over the batch, run from ``foreachBatch``.
+
+The pipeline travels inside a class built for the run (its source is pickled by value) and in
+the pickled task function, never in Spark options: secrets stay out of plans, the UI and logs.
+A batch is at-least-once: Spark or sparkindex may run it again after a failure, and the writes
+are upserts and deletes by id with external versions, so a repeat changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from sparkindex.changes.model import STREAM_DDL, Batch, Change, end_row
+from sparkindex.errors import TransientError
+
+log = logging.getLogger(__name__)
+
+#: Changes per input partition: a batch larger than this is applied by several tasks at once.
+CHANGES_PER_TASK = 5000
+
+SUMMARY_DDL = (
+    "alias string, applied long, deleted long, failed long, skipped long, deferred long, "
+    "end_offset string, end_position long, ts double"
+)
+SUMMARY_SCHEMA = pa.schema(
+    [
+        ("alias", pa.string()),
+        ("applied", pa.int64()),
+        ("deleted", pa.int64()),
+        ("failed", pa.int64()),
+        ("skipped", pa.int64()),
+        ("deferred", pa.int64()),
+        ("end_offset", pa.string()),
+        ("end_position", pa.int64()),
+        ("ts", pa.float64()),
+    ]
+)
+
+
+class ChangePartition(InputPartition):
+    """Some of a batch's changes (as stream rows); the first partition also closes the batch."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        super().__init__(len(rows))
+        self.rows = rows
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """What a reader needs besides the pipeline: plain values, safe in Spark options."""
+
+    consumer: str
+    tables: list[dict[str, Any]]
+    limit: int
+    until: dict[str, Any] | None
+
+    def to_json(self) -> str:
+        return orjson.dumps(self.__dict__).decode()
+
+
+class ChangeStreamReader(DataSourceStreamReader):
+    def __init__(self, wire: str, spec: Mapping[str, Any], initial: Mapping[str, Any]) -> None:
+        self.wire = wire
+        self.spec = dict(spec)
+        self.initial = dict(initial)
+        self._source: Any = None
+        self._stash: dict[str, Batch] = {}
+
+    def _changes(self) -> Any:
+        if self._source is None:
+            from sparkindex.changes.session import change_source_for
+
+            self._source = change_source_for(self.wire, self.spec)
+        return self._source
+
+    def initialOffset(self) -> dict[str, Any]:
+        return self.initial
+
+    def latestOffset(self, start: dict[str, Any], limit: Any = None) -> dict[str, Any]:
+        try:
+            batch: Batch = self._changes().read(start, int(self.spec["limit"]), self.spec.get("until"))
+        except TransientError as exc:
+            # A source restart or a busy slot: no data this trigger; the next one tries again.
+            log.warning("change source unavailable: %s", exc)
+            return start
+        if not batch.changes and batch.offset == start:
+            return start
+        self._stash = {_key(batch.offset): batch}
+        return batch.offset
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        if start == end:
+            return []
+        batch = self._stash.pop(_key(end), None)
+        if batch is None:  # planned by an earlier reader process: read the same range again
+            batch = self._changes().read(start, 1 << 30, end)
+        rows = [c.to_row() for c in batch.changes]
+        closing = end_row(end, self._changes().position(end), batch.ts)
+        chunks = [rows[i : i + CHANGES_PER_TASK] for i in range(0, len(rows), CHANGES_PER_TASK)] or [[]]
+        chunks[0] = [closing, *chunks[0]]
+        return [ChangePartition(chunk) for chunk in chunks]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, ChangePartition)
+        yield from partition.rows
+
+    def stop(self) -> None:
+        if self._source is not None:
+            self._source.close()
+
+
+def _key(offset: Mapping[str, Any]) -> str:
+    return orjson.dumps(offset, option=orjson.OPT_SORT_KEYS).decode()
+
+
+class ChangeDataSource(DataSource):
+    """Subclassed per run by :func:`register_change_source` with the pipeline inside."""
+
+    wire: str = ""
+    source_name: str = "sparkindex_changes"
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.source_name
+
+    def schema(self) -> str:
+        return STREAM_DDL
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        spec = orjson.loads(self.options["spec"])
+        initial = orjson.loads(self.options["initial"])
+        return ChangeStreamReader(self.wire, spec, initial)
+
+
+def register_change_source(spark: Any, wire: str, run_id: str) -> str:
+    """Register a data source for this run that carries the pipeline; return its format name."""
+    name = f"sparkindex_changes_{run_id}"
+    cls = type(f"ChangeDataSource_{run_id}", (ChangeDataSource,), {"wire": wire, "source_name": name})
+    spark.dataSource.register(cls)
+    return name
+
+
+class ApplyTasks:
+    """The sink's task function: apply a slice of the batch to every alias of the run.
+
+    *plan* maps each alias to (physical index, position already applied): changes at or below
+    that position are skipped for that alias (its consumer group applied them before).
+    """
+
+    def __init__(self, wire: str, run: Mapping[str, Any], plan: Mapping[str, tuple[str, int]]) -> None:
+        self.wire = wire
+        self.run = dict(run)
+        self.plan = dict(plan)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from sparkindex.changes.session import sync_context
+
+        ctx = sync_context(self.wire, orjson.dumps(self.run).decode())
+        changes: list[Change] = []
+        ends: list[dict[str, Any]] = []
+        for batch in batches:
+            for row in batch.to_pylist():
+                if row["kind"] == "end":
+                    ends.append(row)
+                else:
+                    changes.append(Change.from_row(_as_tuple(row)))
+        out = []
+        for alias, (index, after) in self.plan.items():
+            counts = ctx.apply(alias, index, [c for c in changes if c.position > after])
+            out.append(
+                {
+                    "alias": alias,
+                    "applied": counts.applied,
+                    "deleted": counts.deleted,
+                    "failed": counts.failed,
+                    "skipped": counts.skipped,
+                    "deferred": counts.deferred,
+                    "end_offset": None,
+                    "end_position": None,
+                    "ts": None,
+                }
+            )
+        for end in ends:
+            out.append(
+                {
+                    "alias": None,
+                    "applied": 0,
+                    "deleted": 0,
+                    "failed": 0,
+                    "skipped": 0,
+                    "deferred": 0,
+                    "end_offset": end["offset"],
+                    "end_position": end["position"],
+                    "ts": end["ts"],
+                }
+            )
+        yield pa.RecordBatch.from_pylist(out, schema=SUMMARY_SCHEMA)
+
+
+def _as_tuple(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["kind"], row["tbl"], row["op"], row["old"], row["new"], row["position"], row["ts"], row["offset"])

@@ -1,0 +1,122 @@
+"""The sample shop on a real server, indexed, with a sync ready to run: shared by the change tests.
+
+Each shop gets its own database and its own replication-slot prefix, so tests never read each
+other's changes; slots are dropped before the database (a slot pins the WAL of the whole server).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from sparkindex.changes.runner import SyncRun, SyncSummary
+from sparkindex.config import load_pipeline
+from sparkindex.config.model import Pipeline, normalize_url
+from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
+from sparkindex.jobs.planning import resolve_plans
+from sparkindex.jobs.reindex import ReindexJob
+from sparkindex.jobs.verify import VerifyReport, verify_alias
+from sparkindex.sources.registry import open_source
+from sparkindex.targets.registry import open_target
+from tests.e2e.shop import copy_shop, fresh_database
+
+#: Names, texts and keys a careless pipeline would break on (quotes, escapes, separators, emoji).
+HOSTILE = ["O'Brien \"quoted\"", "back\\slash|pipe", "日本語 テキスト", "emoji 🎉🚀", "tab\there", "%_like_%", ""]
+
+
+@dataclass
+class Shop:
+    directory: Path
+    url: str  # the source database
+    pipeline: Pipeline
+    slot: str
+
+    def engine(self) -> sa.Engine:
+        return sa.create_engine(normalize_url(self.url), isolation_level="AUTOCOMMIT")
+
+    def sql(self, *statements: str, params: dict[str, Any] | None = None) -> None:
+        engine = self.engine()
+        try:
+            with engine.begin() as conn:
+                for statement in statements:
+                    conn.execute(sa.text(statement), params or {})
+        finally:
+            engine.dispose()
+
+    def scalar(self, statement: str) -> Any:
+        engine = self.engine()
+        try:
+            with engine.connect() as conn:
+                return conn.execute(sa.text(statement)).scalar()
+        finally:
+            engine.dispose()
+
+    def reindex(self, spark: Any) -> None:
+        summary = ReindexJob(self.pipeline, None, new=True, spark_factory=lambda: spark).run()
+        assert summary.status == "COMPLETED", summary
+
+    def sync(self, spark: Any, **kwargs: Any) -> SyncSummary:
+        return SyncRun(self.pipeline, None, until_caught_up=True, spark_factory=lambda: spark, **kwargs).run()
+
+    def verify(self) -> VerifyReport:
+        source = open_source(self.pipeline.source_url())
+        target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
+        try:
+            [(plan, _)] = resolve_plans(self.pipeline, source, ["products"]).values()
+            return verify_alias(source, target, plan)
+        finally:
+            source.close()
+
+    def document(self, doc_id: str) -> dict[str, Any] | None:
+        target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
+        hits = [h for h in target.search("products", f'_id:"{doc_id}"', limit=5) if h.id == doc_id]
+        return hits[0].source if hits else None
+
+
+def write_pipeline(directory: Path, url: str, slot: str, extra: str = "") -> Pipeline:
+    text = PIPELINE_YAML.format(partition_size=100).replace("master: local[*,4]", "master: local[2,4]")
+    text = text.replace("url: sqlite:///shop.db", f"url: {url}")
+    text += f"sync:\n  slot: {slot}\n  trigger_s: 0.2\n" + extra
+    (directory / "pipeline.yaml").write_text(text, encoding="utf-8")
+    return load_pipeline(directory / "pipeline.yaml")
+
+
+def make_pg_shop(directory: Path, server_url: str, products: int = 200, extra: str = "") -> Shop:
+    directory.mkdir(parents=True, exist_ok=True)
+    generate_shop(directory / "shop.db", products)
+    name = f"chg_{uuid.uuid4().hex[:10]}"
+    url = fresh_database(server_url, name)
+    copy_shop(directory / "shop.db", normalize_url(url))
+    slot = f"t{uuid.uuid4().hex[:8]}"
+    shop = Shop(directory, url, write_pipeline(directory, url, slot, extra), slot)
+    # a review's delete must reveal its product_id to find the product it belonged to
+    shop.sql("ALTER TABLE reviews REPLICA IDENTITY FULL")
+    return shop
+
+
+def drop_pg_shop(shop: Shop, server_url: str) -> None:
+    engine = sa.create_engine(normalize_url(server_url), isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(
+            sa.text("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE :p"),
+            {"p": f"{shop.slot}%"},
+        )
+        name = sa.make_url(shop.url).database
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    engine.dispose()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll a condition with a deadline (the condition is the synchronisation, not the clock)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)

@@ -13,6 +13,7 @@ import pytest
 from pyspark.errors import PySparkException
 
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.spark.target_options import resolve_env, target_options
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
 
 pytestmark = pytest.mark.slow
@@ -125,3 +126,21 @@ def test_null_values_are_indexed_as_missing_fields(spark: Any, tmp_path: Path, t
     sources = {h.id: h.source for h in target.search("people", "", limit=10)}
     assert sources["2"] == {"id": 2, "name": "grace", "age": None}
     assert sources["3"] == {"id": 3, "name": None, "age": 41}
+
+
+def test_target_options_and_secrets_by_environment_name(
+    spark: Any, tmp_path: Path, target: TantivyTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``target.<key>`` reaches the target; ``target.<key>_env`` names a variable read on the
+    executor, so the value itself never becomes a Spark option."""
+    df = spark.createDataFrame(PEOPLE[:2], "id long, name string, age long")
+    with pytest.raises(PySparkException, match=r"target\.lock_timeout_s_env.*SPARKINDEX_NO_SUCH_VAR"):
+        writer(df, tmp_path).option("target.lock_timeout_s_env", "SPARKINDEX_NO_SUCH_VAR").save()
+    with pytest.raises(PySparkException, match=r"target\.options\.writer_heap_mb"):
+        writer(df, tmp_path).option("target.writer_heap_mb", "1").save()
+    writer(df, tmp_path).option("target.writer_heap_mb", "64").save()
+    assert target.count("people") == 2
+    # the worker processes' environment is fixed when they start; resolving in-process:
+    monkeypatch.setenv("SPARKINDEX_TEST_PASSWORD", "s3cret")
+    options = target_options({"target": "x", "target.password_env": "SPARKINDEX_TEST_PASSWORD", "target.tls": "1"})
+    assert resolve_env(options, "test") == {"password": "s3cret", "tls": "1"}

@@ -25,7 +25,6 @@ from sparkindex.config.model import Pipeline
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import SparkIndexError
-from sparkindex.spark.context import WorkerContext
 from sparkindex.worker.partition import PartitionOutcome
 
 log = logging.getLogger(__name__)
@@ -53,6 +52,10 @@ class HeadStart:
             self._thread.join()
 
     def _run(self) -> None:
+        # imported here: spark.context resolves plans through jobs.planning, and the jobs package
+        # imports this module
+        from sparkindex.spark.context import WorkerContext
+
         p = self.pipeline
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         owner = f"{socket.gethostname()}:{os.getpid()}:{self.run_id}:driver"

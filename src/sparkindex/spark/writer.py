@@ -6,6 +6,9 @@ rejects are dead-lettered if a coordination store is given, otherwise the write 
 
     df.write.format("sparkindex").option("target", "tantivy:///srv/idx").option("index", "products")
       .option("id_column", "id").mode("append").save()
+
+The target's own options go as ``target.<key>``, secrets as ``target.<key>_env`` naming an
+environment variable of the executors (never the secret itself: Spark shows its options).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.errors import PermanentError
 from sparkindex.keys import document_id, sort_key
 from sparkindex.retry import Backoff
+from sparkindex.spark.target_options import open_target_with, target_options
 from sparkindex.targets.base import BulkItem
-from sparkindex.targets.registry import open_target
 from sparkindex.worker.bulk import bulk_with_retries
 
 log = logging.getLogger(__name__)
@@ -61,9 +64,11 @@ class PlainWriter(DataSourceArrowWriter):
         self.retries = int(options.get("retries", "5"))
         self.base_dir = Path(options.get("base_dir", "."))
         self.coordination = options.get("coordination")
+        #: ``target.<key>`` / ``target.<key>_env`` (see :mod:`.target_options`)
+        self.target_options = target_options(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteReport:
-        target = open_target(self.target_url, self.base_dir, {})
+        target = open_target_with(self.target_url, self.base_dir, self.target_options, "sparkindex writer")
         index = target.alias_target(self.index) or self.index
         written, failures = 0, []
         for batch in iterator:

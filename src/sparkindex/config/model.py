@@ -403,7 +403,7 @@ class Pipeline(_Strict):
         return f"sqlite:///{(self._base_dir / '.sparkindex' / 'state.db').resolve()}"
 
     def source_url(self) -> str:
-        return resolve_sqlite_url(self.source.url, self._base_dir)
+        return resolve_tantivy_url(resolve_sqlite_url(self.source.url, self._base_dir), self._base_dir)
 
     def to_wire(self) -> dict[str, object]:
         """What Spark tasks need to rebuild this pipeline in another process."""
@@ -427,6 +427,14 @@ def resolve_sqlite_url(url: str, base_dir: Path) -> str:
             path, _, query = rel.partition("?")
             resolved = (base_dir / path).resolve()
             return f"sqlite:///{resolved}" + (f"?{query}" if query else "")
+    return url
+
+
+def resolve_tantivy_url(url: str, base_dir: Path) -> str:
+    """``tantivy://rel`` (an index to rebuild, as a source) is relative to the pipeline file too."""
+    prefix = "tantivy://"
+    if url.startswith(prefix) and not url.startswith(prefix + "/") and len(url) > len(prefix):
+        return f"{prefix}{(base_dir / url[len(prefix) :]).resolve()}"
     return url
 
 

@@ -267,6 +267,8 @@ class DocumentBuilder:
 #: reviews and authors) built 10.3k docs/s with JSON aggregation, 4.2k docs/s in Python.
 DATABASE_BUILDERS: dict[str, tuple[str, str, bool]] = {
     "postgresql": ("sparkindex.documents.in_database", "JsonAggregationBuilder", True),
+    # an index as the source (index-to-index rebuilds): its documents are copied, not built
+    "sparkindex-index": ("sparkindex.documents.from_index", "IndexDocumentBuilder", True),
 }
 
 

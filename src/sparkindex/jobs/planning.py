@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sparkindex.config.model import Pipeline
+from sparkindex.config.model import IndexConfig, Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.documents.mapping import Mapping, infer_mapping
 from sparkindex.documents.plan import IndexPlan, resolve_index
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source
+from sparkindex.sources.index.source import IndexSource
 from sparkindex.targets.base import Target
 
 
@@ -29,11 +30,20 @@ def resolve_plans(
     out: dict[str, tuple[IndexPlan, Mapping]] = {}
     for i, idx in enumerate(pipeline.indexes):
         if idx.alias in aliases:
-            where = f"{pipeline.origin}: indexes[{i}]"
-            plan = resolve_index(source, idx, where)
-            out[idx.alias] = (plan, infer_mapping(plan, where))
+            out[idx.alias] = resolve_plan(source, idx, f"{pipeline.origin}: indexes[{i}]")
     check_target_capabilities(pipeline, out, target)
     return out
+
+
+def resolve_plan(source: Source, cfg: IndexConfig, where: str) -> tuple[IndexPlan, Mapping]:
+    """One index's plan and mapping: inferred from the SQL schema, or, when the source is an
+    index (an index-to-index rebuild), taken from that index's own mapping."""
+    if isinstance(source, IndexSource):
+        from sparkindex.documents.from_index import resolve_index_source
+
+        return resolve_index_source(source, cfg, where)
+    plan = resolve_index(source, cfg, where)
+    return plan, infer_mapping(plan, where)
 
 
 def check_target_capabilities(

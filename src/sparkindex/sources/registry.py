@@ -1,4 +1,8 @@
-"""Choosing the source dialect from the URL scheme."""
+"""Choosing the source from the URL scheme: a database dialect, or a search backend's indexes.
+
+A URL of a target scheme (``tantivy://``, ``opensearch://``, ...) makes an :class:`IndexSource`:
+the pipeline rebuilds indexes of that backend (``indexes[].table`` names the index or alias).
+"""
 
 from __future__ import annotations
 
@@ -24,6 +28,13 @@ def open_source(url: str, statement_timeout_s: float = 600.0) -> Source:
         from sparkindex.sources.mysql import MysqlSource
 
         return MysqlSource(url, statement_timeout_s=statement_timeout_s)
+    from sparkindex.targets.registry import SCHEMES
+
+    if scheme in SCHEMES:
+        from sparkindex.sources.index.source import IndexSource
+
+        return IndexSource.open(url)
     raise ConfigError(
-        f"source.url: unsupported database {scheme!r} in {redact_url(url)!r} (supported: sqlite, postgresql, mysql)"
+        f"source.url: unsupported source {scheme!r} in {redact_url(url)!r} (supported: sqlite, postgresql, mysql, "
+        f"or an index to rebuild: {', '.join(SCHEMES)})"
     )

@@ -17,7 +17,7 @@ import orjson
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, make_builder
-from sparkindex.documents.plan import resolve_index
+from sparkindex.jobs.planning import resolve_plan
 from sparkindex.sources.base import Source
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import Target
@@ -48,7 +48,7 @@ class WorkerContext:
     def builder(self, alias: str) -> DocumentBuilder:
         if alias not in self._builders:
             i = [x.alias for x in self.pipeline.indexes].index(alias)
-            plan = resolve_index(self.source, self.pipeline.indexes[i], f"indexes[{i}]")
+            plan, _ = resolve_plan(self.source, self.pipeline.indexes[i], f"indexes[{i}]")
             self._builders[alias] = make_builder(self.source, plan)
         return self._builders[alias]
 

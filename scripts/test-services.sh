@@ -4,6 +4,7 @@
 #   PostgreSQL 15 on 127.0.0.1:55432 (wal_level=logical, wal2json), user/db "sparkindex", trust auth;
 #   MariaDB      on 127.0.0.1:53306 (log_bin, binlog_format=ROW), root without password, db "sparkindex".
 # Idempotent: a server already answering on its port is reused. Stops nothing it did not start.
+# Also installs Debian's chromium: the web page's test drives it headless (tests/server/test_page.py).
 set -euo pipefail
 SERVICES_DIR=${SERVICES_DIR:-/tmp/sparkindex-services}
 PG_PORT=${PG_PORT:-55432}
@@ -14,6 +15,7 @@ need=()
 [ -x "$PG_BIN/postgres" ] || need+=(postgresql-15)
 [ -e /usr/lib/postgresql/15/lib/wal2json.so ] || need+=(postgresql-15-wal2json)
 command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
   apt-get update -qq

@@ -8,6 +8,7 @@ reader: command replies are matched by id, events are kept for whoever waits for
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import shutil
 import subprocess
@@ -54,7 +55,10 @@ class Chromium:
         wait_for(lambda: self._alive() and port_file.exists() and "\n" in port_file.read_text(), 60, "Chromium")
         port = int(port_file.read_text().splitlines()[0])
         pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json() if t["type"] == "page"]
-        self.ws: ClientConnection = connect(pages[0]["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024)
+        self._stack = contextlib.ExitStack()
+        self.ws: ClientConnection = self._stack.enter_context(
+            connect(pages[0]["webSocketDebuggerUrl"], max_size=64 * 1024 * 1024)
+        )
         self._ids = itertools.count(1)
         self.replies: dict[int, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
@@ -147,7 +151,7 @@ class Chromium:
 
     def close(self) -> None:
         try:
-            self.ws.close()
+            self._stack.close()
         finally:
             self.proc.terminate()
             try:

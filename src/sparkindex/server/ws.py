@@ -20,12 +20,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from sparkindex.coordination.views import ACTIVE_JOB_STATES
 from sparkindex.server.progress import job_progress, reconstructed_history
 from sparkindex.server.state import ServerState
 
 log = logging.getLogger(__name__)
 WATCH_PARTITIONS_MAX = 5000  # a grid larger than this is cut (the REST endpoint has them all)
 WATCH_DEAD_LETTERS = 50
+CLOCK_MARGIN_S = 10.0
 
 
 def watched_job(state: ServerState, job_id: str) -> dict[str, Any] | None:
@@ -38,7 +40,7 @@ def watched_job(state: ServerState, job_id: str) -> dict[str, Any] | None:
     partitions = state.views.partitions(job_id)
     history = state.tracker.history(job_id)
     source = "observed"
-    if not history:
+    if len(history) < 2:  # a job this server did not watch (or only just began to)
         history, source = reconstructed_history(partitions), "reconstructed from partition times"
     return {
         "job": job_progress(job, stats, state.tracker, state.views.dead_letter_total(job_id)),
@@ -54,7 +56,8 @@ class Hub:
         self.state = state
         self.clients: dict[WebSocket, str | None] = {}
         self.last: dict[str, Any] | None = None
-        self._last_tick = time.time()
+        self._last_tick: float | None = None  # before the first tick, no job has "just ended"
+        self._reported_final: dict[str, float] = {}  # job id -> when it was sent in its final state
         self._task: asyncio.Task[None] | None = None
 
     # -- the ticker --------------------------------------------------------------------------------
@@ -62,14 +65,26 @@ class Hub:
         """Live jobs (and those that ended since the last tick), sync lag, last verify (blocking)."""
         now = time.time()
         views = self.state.views
-        jobs = views.active_jobs(finished_since=self._last_tick - 1.0)
+        # A margin for clocks: completed_at is the driver's time, perhaps on another machine.
+        since = None if self._last_tick is None else self._last_tick - CLOCK_MARGIN_S
+        jobs = views.active_jobs(finished_since=since)
+        jobs = [j for j in jobs if j.status in ACTIVE_JOB_STATES or j.id not in self._reported_final]
         progress = []
         for job in jobs:
             stats = views.stats(job.id)
             if str(job.status) in ("RUNNING", "READY", "STOPPING"):
                 self.state.tracker.observe(job.id, stats, now)
             progress.append(job_progress(job, stats, self.state.tracker, views.dead_letter_total(job.id), now))
-        self.state.tracker.forget(j.id for j in jobs)
+        live = [j.id for j in jobs if j.status in ACTIVE_JOB_STATES]
+        self.state.tracker.forget(live)
+        for job in jobs:
+            if job.status in ACTIVE_JOB_STATES:
+                self._reported_final.pop(job.id, None)  # resumed by a rerun: final again later
+            else:
+                self._reported_final[job.id] = now
+        for job_id, at in list(self._reported_final.items()):
+            if now - at > 2 * CLOCK_MARGIN_S:
+                del self._reported_final[job_id]
         self._last_tick = now
         last = self.state.actions.latest(("verify", "repair"))
         return {

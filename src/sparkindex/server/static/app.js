@@ -162,6 +162,7 @@ function renderJobs(jobs) {
       el("td", { text: duration(j.seconds) }));
   }));
   $("jobs-empty").hidden = jobs.length > 0;
+  $("jobs").dataset.loaded = "1";
 }
 
 function renderActions(actions) {
@@ -225,6 +226,7 @@ function renderJob(w) {
   status.textContent = j.status;
   status.className = "badge " + j.status;
   $("stop").disabled = !["READY", "RUNNING"].includes(j.status);
+  $("redrive").disabled = !j.deadLetters;
   const idx = Object.entries(j.indexes || {}).map(([a, i]) => a + " → " + i).join(", ");
   $("job-meta").textContent = `${j.aliases.join(", ")}${idx ? " (" + idx + ")" : ""} · created ${when(j.createdAt)}` +
     (j.startedAt ? ` · started ${when(j.startedAt)}` : "") + (j.completedAt ? ` · ended ${when(j.completedAt)}` : "") +

@@ -1,0 +1,116 @@
+"""A real reindex of the sample shop on Spark, started through the API and watched over /ws,
+then read back through /metrics (parsed by prometheus_client) and the REST views."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from websockets.sync.client import connect
+
+from tests.e2e.shop import make_shop, store_of
+from tests.server.conftest import ServerProcess
+
+pytestmark = pytest.mark.slow
+PRODUCTS = 8_000
+PARTITIONS = 16
+
+
+def metrics(server: ServerProcess) -> dict[str, Any]:
+    """family name -> {labels as a sorted tuple: value}; also checks the text parses."""
+    text = server.http.get("/metrics").text
+    found: dict[str, Any] = {}
+    for family in text_string_to_metric_families(text):
+        found[family.name] = {
+            tuple(sorted(s.labels.items())): s.value for s in family.samples if s.name != family.name + "_created"
+        }
+        found[family.name + ":type"] = family.type
+        found[family.name + ":samples"] = family.samples
+    return found
+
+
+def test_websocket_streams_a_real_reindex_to_completed(
+    tmp_path: Path, start_server: Callable[..., ServerProcess]
+) -> None:
+    pipeline = make_shop(
+        tmp_path / "shop", PRODUCTS, PRODUCTS // PARTITIONS, batch_size=250, page_size=250, sync_every_s=0.5
+    )
+    server = start_server(tmp_path / "shop" / "pipeline.yaml")
+    before = metrics(server)
+    assert before["sparkindex_coordination_up"] == {(): 1.0}
+    assert before["sparkindex_jobs"][(("status", "RUNNING"),)] == 0
+
+    messages: list[dict[str, Any]] = []
+    received_at: list[float] = []
+    with connect(server.ws_url, open_timeout=30) as ws:
+        first = orjson.loads(ws.recv(timeout=30))
+        assert first["type"] == "progress" and first["jobs"] == [] and first["sync"] == []
+        started = server.http.post("/api/reindex", json={"index": ["products"]}, headers=server.auth())
+        assert started.status_code == 202, started.text
+        action_id = started.json()["action"]["id"]
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            m = orjson.loads(ws.recv(timeout=60))
+            messages.append(m)
+            received_at.append(time.monotonic())
+            if any(j["status"] in ("COMPLETED", "COMPLETED_WITH_ERRORS", "FAILED") for j in m["jobs"]):
+                break
+        else:
+            raise AssertionError("the job did not end within 600 s")
+
+    jobs = [j for m in messages for j in m["jobs"]]
+    assert jobs, "the running job was pushed"
+    job_id = jobs[-1]["jobId"]
+    assert {j["jobId"] for j in jobs} == {job_id}
+    final = jobs[-1]
+    assert final["status"] == "COMPLETED", final
+    # the OpenMetadata seed's shape, with processed, docs/s, ETA and partitions by state added
+    assert set(final["stats"]) == {"jobStats", "entityStats"}
+    total = final["stats"]["jobStats"]
+    assert total["totalRecords"] == total["successRecords"] == total["processedRecords"] == PRODUCTS
+    assert total["failedRecords"] == 0 and total["partitions"] == {"COMPLETED": PARTITIONS}
+    assert final["stats"]["entityStats"]["products"]["successRecords"] == PRODUCTS
+
+    running = [j["stats"]["jobStats"] for j in jobs if j["status"] == "RUNNING"]
+    processed = [s["processedRecords"] for s in running]
+    assert processed == sorted(processed), "progress never goes backwards"
+    assert any(0 < p < PRODUCTS for p in processed), f"no progress seen between start and end: {processed}"
+    moving = [s for s in running if 0 < s["processedRecords"] < PRODUCTS]
+    assert any(s["docsPerSecond"] and s["docsPerSecond"] > 0 for s in moving), moving
+    assert any(s["etaSeconds"] is not None and s["etaSeconds"] > 0 for s in moving), moving
+    assert any("PROCESSING" in s["partitions"] for s in running), "partitions by state while running"
+    gaps = [b - a for a, b in itertools.pairwise(received_at[1:])]  # the first came at once
+    assert 1.0 <= statistics.median(gaps) <= 4.0, f"pushed every 2 s: {gaps}"
+
+    action = server.wait_action(action_id, 120)
+    assert action["exit_code"] == 0 and action["outcome"] == "done", action["stderr_tail"]
+    assert action["result"]["status"] == "COMPLETED" and action["result"]["job_id"] == job_id
+    assert action["result"]["indexed"] == PRODUCTS
+
+    # the REST views and the metrics agree with the store
+    assert store_of(pipeline).job(job_id).status == "COMPLETED"
+    detail = server.get(f"/api/jobs/{job_id}")
+    assert detail["timings"]["partition_seconds"]["count"] == PARTITIONS
+    after = metrics(server)
+    assert after["sparkindex_documents_indexed"] == {(("entity", "products"),): float(PRODUCTS)}
+    assert after["sparkindex_documents_indexed:type"] == "counter"
+    assert after["sparkindex_documents_failed"] == {(("entity", "products"),): 0.0}
+    assert after["sparkindex_jobs"][(("status", "COMPLETED"),)] == 1
+    assert after["sparkindex_partitions"][(("status", "COMPLETED"),)] == PARTITIONS
+    assert after["sparkindex_partitions_created_count"] == {(): float(PARTITIONS)}
+    assert after["sparkindex_partitions_completed"] == {(): float(PARTITIONS)}
+    assert after["sparkindex_partitions_acquired"][()] >= PARTITIONS  # claims (retries would add)
+    assert after["sparkindex_partitions_acquired_count"] == {(): 0.0}
+    assert after["sparkindex_partitions_closed"] == {(): 0.0}
+    durations = {s.labels.get("le"): s.value for s in after["sparkindex_partition_duration_seconds:samples"]}
+    assert durations["+Inf"] == PARTITIONS and after["sparkindex_partition_duration_seconds:type"] == "histogram"
+    # the seed's error counters: no false zeros while the store does not record them
+    assert after["sparkindex_partition_not_found_errors:samples"] == []
+    assert after["sparkindex_partition_update_errors:samples"] == []

@@ -1,0 +1,123 @@
+"""The web page in a real headless Chromium (Debian's package): the page's own button starts a
+reindex (asking for the token), the job's live view shows its bar move and the job reach
+COMPLETED, and screenshots are saved (SPARKINDEX_SCREENSHOTS=<dir> keeps copies)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.shop import make_shop, store_of, wait_for
+from tests.server.browser import CHROMIUM, Chromium
+from tests.server.conftest import TOKEN, ServerProcess
+
+pytestmark = pytest.mark.slow
+PRODUCTS = 20_000
+PARTITIONS = 20
+
+LIVE_VIEW = """(() => {
+  const bar = document.querySelector('[data-entity="products"]');
+  const cells = [...document.querySelectorAll('#grid .cell')];
+  return {
+    view: document.getElementById('job-view').hidden ? 'jobs' : 'job',
+    status: document.getElementById('job-status').textContent,
+    processed: bar ? Number(bar.dataset.processed) : null,
+    total: bar ? Number(bar.dataset.total) : null,
+    width: bar ? bar.querySelector('.fill').style.width : null,
+    rate: bar ? bar.querySelector('.rate').textContent : null,
+    eta: bar ? bar.querySelector('.eta').textContent : null,
+    cells: cells.map((c) => c.dataset.state),
+    titles: cells.map((c) => c.title),
+    points: Number(document.getElementById('chart').dataset.points || 0),
+  };
+})()"""
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Chromium]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
+    chromium = Chromium(tmp_path)
+    yield chromium
+    chromium.close()
+
+
+def keep(path: Path) -> None:
+    target = os.environ.get("SPARKINDEX_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(target) / path.name)
+
+
+def test_page_starts_a_reindex_and_shows_it_live_until_completed(
+    tmp_path: Path, start_server: Callable[..., ServerProcess], browser: Chromium
+) -> None:
+    pipeline = make_shop(
+        tmp_path / "shop", PRODUCTS, PRODUCTS // PARTITIONS, batch_size=250, page_size=250, sync_every_s=0.5
+    )
+    server = start_server(tmp_path / "shop" / "pipeline.yaml")
+    browser.navigate(server.url + "/")
+    wait_for(lambda: browser.evaluate("document.getElementById('conn').textContent") == "live", 60, "the live socket")
+    wait_for(lambda: browser.evaluate("document.getElementById('jobs').dataset.loaded") == "1", 60, "the job list")
+    assert browser.evaluate("document.getElementById('jobs-empty').hidden") is False, "no job yet"
+
+    # The page's button; the page asks for the token with a prompt, answered here.
+    click = browser.send("Runtime.evaluate", {"expression": "document.getElementById('start-reindex').click()"})
+    dialog = browser.wait_event("Page.javascriptDialogOpening", 30)
+    assert dialog["type"] == "prompt" and "token" in dialog["message"]
+    browser.call("Page.handleJavaScriptDialog", {"accept": True, "promptText": TOKEN})
+    browser.reply(click)
+    wait_for(
+        lambda: browser.evaluate("document.querySelectorAll('#jobs tr[data-job]').length") == 1, 120, "the job row"
+    )
+    browser.evaluate("document.querySelector('#jobs tr[data-job]').click()")
+
+    seen: list[dict[str, Any]] = []
+    shots: dict[str, Path] = {}
+
+    def completed() -> bool:
+        state = browser.evaluate(LIVE_VIEW)
+        seen.append(state)
+        share = (state["processed"] or 0) / (state["total"] or 1)
+        if 0.3 <= share <= 0.8 and "mid" not in shots:  # a picture of the bars half-way
+            shots["mid"] = browser.screenshot(tmp_path / "sparkindex-page-running.png")
+        return bool(state["status"] == "COMPLETED" and state["processed"] == state["total"])
+
+    wait_for(completed, 600, "the page to show the job COMPLETED", every=0.25)
+    final = seen[-1]
+    shots["done"] = browser.screenshot(tmp_path / "sparkindex-page-completed.png")
+    browser.evaluate("location.hash = '#/'")
+    wait_for(lambda: browser.evaluate("document.getElementById('job-view').hidden") is True, 30, "the job list")
+    wait_for(
+        lambda: browser.evaluate("document.querySelector('#jobs tr[data-job] .badge').textContent") == "COMPLETED",
+        30,
+        "the list to show the job COMPLETED",
+    )
+    shots["list"] = browser.screenshot(tmp_path / "sparkindex-page-jobs.png")
+    for path in shots.values():
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000, path
+        keep(path)
+
+    assert final["view"] == "job" and final["total"] == PRODUCTS and final["width"] == "100%"
+    assert final["cells"] == ["COMPLETED"] * PARTITIONS, "one grid cell per partition, all completed"
+    assert all("owner:" in t or "COMPLETED" in t for t in final["titles"])
+    assert final["points"] >= 2, "the docs/s chart has data"
+    moving = [s for s in seen if s["processed"] is not None and 0 < s["processed"] < PRODUCTS]
+    assert moving, "the bar was seen between empty and full"
+    widths = sorted({float(s["width"].rstrip("%")) for s in seen if s["width"]})
+    assert len(widths) >= 3 and widths[0] < 100 and widths[-1] == 100, f"the bar moved: {widths}"
+    unknown = "\u2013"  # what the page shows for a figure it does not have yet
+    assert any(s["rate"] != f"{unknown} docs/s" for s in moving) and any(s["eta"] != f"ETA {unknown}" for s in moving)
+    assert any("PROCESSING" in s["cells"] for s in seen), "partitions seen in flight"
+    assert any("owner:" in t for s in seen for t in s["titles"]), "the owner shows on hover"
+
+    job = store_of(pipeline).jobs(["products"])[0]
+    assert job.status == "COMPLETED"
+    actions = server.get("/api/actions")["actions"]
+    assert len(actions) == 1 and actions[0]["kind"] == "reindex"
+    assert browser.console_errors() == [], "the page runs without errors (nothing blocked by its policy)"

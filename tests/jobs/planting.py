@@ -97,11 +97,13 @@ def plant(
     *,
     missing: str | None = None,
     extra: tuple[str, tuple[object, ...]] | None = None,
+    keyless_extra: tuple[str, str] | None = None,
     stale: str | None = None,
     duplicate: str | None = None,
 ) -> None:
     """Delete *missing*; add a document for the key *extra* = (model id, key) that no row has (a
-    copy of the model's document, with that key's id and sort key); change *stale*; store a
+    copy of the model's document, with that key's id and sort key), and *keyless_extra* = (model
+    id, id) without a sort key; change *stale*; store a
     second copy of *duplicate* (Tantivy only: a search engine keeps one document per id and
     routing, and osmem, the OpenSearch test double, one per id)."""
     target = target_of(pipeline)
@@ -111,6 +113,10 @@ def plant(
     if extra is not None:
         model, key = extra
         items.append(variant(docs[model], document_id(key), sort_key=sort_key(key)))
+    if keyless_extra is not None:  # as documents written before they stored a sort key
+        model, doc_id = keyless_extra
+        item = variant(docs[model], doc_id)
+        items.append(BulkItem(item.id, item.source, item.hash, fields=item.fields))
     if stale is not None:
         some_field = next(k for k, v in (docs[stale].fields or {}).items() if isinstance(v, str) and k != "id")
         items.append(variant(docs[stale], stale, **{some_field: "changed behind the job's back"}))

@@ -103,6 +103,20 @@ def test_repair_fixes_every_kind_then_verifies_clean(shop: tuple[Pipeline, str])
     assert hashes == {i: docs[i].hash for i in ("15", "17", "19")}, "the source's documents are back"
 
 
+def test_extra_documents_without_a_sort_key_are_found_by_a_whole_scan(shop: tuple[Pipeline, str]) -> None:
+    pipeline, index = shop
+    odd = 'no-such-row|"é'
+    plant(pipeline, index, built_documents(pipeline, "products"), extra=("3", (10**9,)), keyless_extra=("4", odd))
+    report = verify(pipeline)
+    assert drift(report) == no_drift(extra=2) and report.extra_by_count == 2
+    assert report.samples["extra"] == sorted(["1000000000", odd])
+    assert report.ranges == {"source": 6, "index": 7}, "six key ranges, then the whole index once"
+    assert len(report.notes) == 1 and "scanned whole" in report.notes[0], report.notes
+    result = repair(verifier(pipeline), "keyless")
+    assert result.before[0].repaired == {"indexed": 0, "deleted": 2, "failed": 0}
+    assert drift(result.after[0]) == no_drift() and result.after[0].index_docs == PRODUCTS
+
+
 class NoKeySplits(TantivyTarget):
     """Tantivy as a backend without key splits would be: the interface's own default."""
 

@@ -20,9 +20,11 @@ the driver (tasks return counts and a bounded sample of ids).
    not the collation) are scanned (``scan_hashes(key_range=...)``) and the source is asked which
    of those ids it still has, by key lookups (:class:`SourceLookup`). A clean index (the common
    case, and every run after a repair) therefore costs one read of each side, never a scan of the
-   whole index; a drifted one costs one more read of the index, in parallel ranges. The scan's
-   count is reported; when it disagrees with the count identity (the index changed while verify
-   ran, or documents without a sort key), a note says so.
+   whole index; a drifted one costs one more read of the index, in parallel ranges. Documents
+   without a sort key (written before documents stored one) lie in no range: when the ranges
+   hold fewer extra documents than the counts show, one task scans the whole index for them.
+   When the scan and the counts still disagree (the index changed while verify ran), a note
+   says so; the scan's figure is reported.
 
 A target that cannot split its keys (``key_splits`` raises) is scanned as one range, with a note.
 Verify reads while others may write: a document written meanwhile may show as drift once; run
@@ -146,33 +148,81 @@ class Verifier:
             reports[alias].index_docs = t.count(ix) if ix is not None else 0  # before any repair writes
             if ix is None:
                 reports[alias].notes.append(f"alias {alias!r} points at no index: every document is missing")
-        self.progress.phase("planning key ranges")
-        tasks = source_tasks(self.source, self.plans, indexes, self.job)
         label = "repairing" if options.repair else "verifying"
+        merged = self._source_side(reports, options, label)
+        extra = self._index_side(reports, merged, options, label)
+        for alias, report in reports.items():
+            merged[alias].merge(extra[alias])
+            _fill(report, merged[alias], options.repair)
+            report.seconds = round(time.monotonic() - started, 3)
+        return list(reports.values())
+
+    def _source_side(
+        self, reports: dict[str, VerifyReport], options: TaskOptions, label: str
+    ) -> dict[str, RangeSummary]:
+        self.progress.phase("planning key ranges")
+        indexes = {alias: r.index for alias, r in reports.items()}
+        tasks = source_tasks(self.source, self.plans, indexes, self.job)
         merged = {alias: RangeSummary(alias) for alias in self.plans}
         for task, summary in zip(tasks, self._run(f"{label} (source ranges)", tasks, options), strict=True):
             merged[task.alias].merge(summary)
             reports[task.alias].ranges["source"] += 1
-        second: list[RangeTask] = []
         for alias, report in reports.items():
             report.extra_by_count = report.index_docs - merged[alias].matched
-            if report.index is not None and report.extra_by_count > 0:
-                parts = max(1, reports[alias].ranges["source"])
-                second += index_tasks(t, alias, report.index, parts, report.notes)
-            elif report.extra_by_count < 0:
+            if report.extra_by_count < 0:
                 report.notes.append(
                     f"the index holds {report.index_docs:,} documents but {merged[alias].matched:,} copies of "
                     "source ids were found: it changed while verify ran"
                 )
-        if second:
-            self.progress.phase(f"{len(second)} index ranges: looking for extra documents")
-            for task, summary in zip(second, self._run(f"{label} (index ranges)", second, options), strict=True):
-                merged[task.alias].merge(summary)
-                reports[task.alias].ranges["index"] += 1
-        for alias, report in reports.items():
-            _fill(report, merged[alias], options.repair)
-            report.seconds = round(time.monotonic() - started, 3)
-        return list(reports.values())
+        return merged
+
+    def _index_side(
+        self, reports: dict[str, VerifyReport], source_side: dict[str, RangeSummary], options: TaskOptions, label: str
+    ) -> dict[str, RangeSummary]:
+        """Extra documents, looked for only where the counts say there are some.
+
+        A document without a sort key (written before documents stored one) lies in no key
+        range: when the ranges find fewer extra documents than the counts, the index is scanned
+        once more as a whole, by one task.
+        """
+        found = {alias: RangeSummary(alias, "index") for alias in reports}
+        wanted = [r for r in reports.values() if r.index is not None and r.extra_by_count > 0]
+        tasks: list[RangeTask] = []
+        for r in wanted:
+            assert r.index is not None
+            tasks += index_tasks(self.target, r.alias, r.index, max(1, r.ranges["source"]), r.notes)
+        self._scan(f"{label} (index ranges)", tasks, options, reports, found)
+        short = [r for r in wanted if r.ranges["index"] > 1 and found[r.alias].extra < r.extra_by_count]
+        if short:
+            whole = [RangeTask(r.alias, r.index, "index") for r in short]
+            again = {r.alias: RangeSummary(r.alias, "index") for r in short}
+            self._scan(f"{label} (whole index)", whole, options, reports, again)
+            for r in short:
+                n = found[r.alias].extra
+                r.notes.append(
+                    f"the key ranges held {n:,} of the {r.extra_by_count:,} extra documents the counts show; "
+                    "the rest have no sort key, so the index was scanned whole"
+                )
+                if options.repair:  # the ranges' extras are deleted already; the whole scan found the rest
+                    found[r.alias].merge(again[r.alias])
+                else:
+                    found[r.alias] = again[r.alias]
+        return found
+
+    def _scan(
+        self,
+        label: str,
+        tasks: list[RangeTask],
+        options: TaskOptions,
+        reports: dict[str, VerifyReport],
+        into: dict[str, RangeSummary],
+    ) -> None:
+        if not tasks:
+            return
+        self.progress.phase(f"{len(tasks)} index ranges: looking for extra documents")
+        for task, summary in zip(tasks, self._run(label, tasks, options), strict=True):
+            into[task.alias].merge(summary)
+            reports[task.alias].ranges["index"] += 1
 
 
 def _fill(report: VerifyReport, s: RangeSummary, repair: bool) -> None:
@@ -182,7 +232,7 @@ def _fill(report: VerifyReport, s: RangeSummary, repair: bool) -> None:
     if report.ranges["index"] and s.extra != report.extra_by_count:
         report.notes.append(
             f"the index-side scan found {s.extra:,} extra documents, the counts {report.extra_by_count:,}: "
-            "the index changed while verify ran, or holds documents without a sort key"
+            "the index changed while verify ran"
         )
     if repair:
         report.repaired = {"indexed": s.indexed, "deleted": s.deleted, "failed": s.failed}

@@ -16,15 +16,14 @@ Lucene-like on every backend: ``name:lamp AND stock:[1 TO 10]``; bare words sear
 fields); ``fields`` (comma-separated top-level fields); ``partitions`` (default: one per
 50,000 documents); ``page_size``; ``base_dir`` (for a relative ``tantivy://`` root);
 ``target.<option>`` for the target's own options, and ``target.<option>_env`` to take an
-option's value (a password) from an environment variable, so that secrets never sit in Spark
-options or plans.
+option's value (a password) from an environment variable (:mod:`.target_options`), so that
+secrets never sit in Spark options or plans.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,15 +35,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from sparkindex.errors import ConfigError, PermanentError
 from sparkindex.sources.index.columns import ID_COLUMN, DocumentColumns
+from sparkindex.spark.target_options import open_target_with
+from sparkindex.spark.target_options import target_options as given_target_options
 from sparkindex.spark.writer import SparkIndexDataSource
 from sparkindex.targets.base import Target
-from sparkindex.targets.registry import open_target
 
 WHERE = "sparkindex reader"
 #: Documents per slice when the ``partitions`` option is not given.
 DEFAULT_SLICE_DOCS = 50_000
 MAX_DEFAULT_SLICES = 1024
-ENV_SUFFIX = "_env"
 
 
 def _positive(options: Mapping[str, str], name: str) -> int | None:
@@ -69,7 +68,7 @@ class ReadOptions:
     fields: list[str] | None = None
     partitions: int | None = None
     page_size: int = 1000
-    #: ``target.<key>`` options; values named by ``target.<key>_env`` are looked up when opening
+    #: ``target.<key>`` options; ``target.<key>_env`` ones are looked up when the target is opened
     target_options: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -89,19 +88,11 @@ class ReadOptions:
             fields=chosen,
             partitions=_positive(options, "partitions"),
             page_size=_positive(options, "page_size") or 1000,
-            target_options={k[len("target.") :]: v for k, v in options.items() if k.startswith("target.")},
+            target_options=given_target_options(options),
         )
 
     def open(self) -> Target:
-        resolved: dict[str, Any] = {}
-        for key, value in self.target_options.items():
-            if key.endswith(ENV_SUFFIX):
-                if value not in os.environ:
-                    raise ConfigError(f"{WHERE}: option 'target.{key}': environment variable {value!r} is not set")
-                resolved[key[: -len(ENV_SUFFIX)]] = os.environ[value]
-            else:
-                resolved[key] = value
-        return open_target(self.target_url, self.base_dir, resolved)
+        return open_target_with(self.target_url, self.base_dir, self.target_options, WHERE)
 
 
 def index_columns(opts: ReadOptions, target: Target, physical: str) -> DocumentColumns:

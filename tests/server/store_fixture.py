@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkindex.config import load_pipeline
 from sparkindex.coordination.records import PartitionSpec
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
@@ -29,9 +30,19 @@ def _specs(n: int, rows: int) -> list[PartitionSpec]:
     return [PartitionSpec("products", i, (i * rows + 1,), ((i + 1) * rows + 1,), rows, rows * 3, 0) for i in range(n)]
 
 
-def populate(directory: Path) -> Populated:
+def populate(directory: Path, store_url: str | None = None, prefix: str = "") -> Populated:
+    """The shop's pipeline over a store in a known state; *store_url*: a server database instead
+    of the pipeline's SQLite file (tables named with *prefix*)."""
     pipeline = make_shop(directory, products=40, partition_size=10)
-    store = CoordinationStore(pipeline.coordination_url())
+    if store_url is not None:
+        config = directory / "pipeline.yaml"
+        text = config.read_text().replace(
+            "  url: sqlite:///.sparkindex/state.db\n", f"  url: {store_url}\n  prefix: '{prefix}'\n"
+        )
+        assert store_url in text
+        config.write_text(text)
+        pipeline = load_pipeline(config)
+    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
 
     done = store.create_job(["products"], {"aliases": ["products"]}, "tester")
     store.update_job(done.id, targets={"products": "products_v1"})

@@ -136,3 +136,9 @@ def test_a_bad_config_is_a_clear_usage_error(tmp_path: Path, cli: Path) -> None:
 def test_reads_from_this_machine_need_no_token(server: ServerProcess) -> None:
     assert httpx.get(server.url + "/api/jobs", timeout=10).status_code == 200
     assert httpx.get(server.url + "/metrics", timeout=10).status_code == 200
+
+
+def test_serve_listens_on_localhost_8484_by_default(cli: Path) -> None:
+    r = subprocess.run([str(cli), "serve", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0
+    assert "127.0.0.1" in r.stdout and "8484" in r.stdout and "SPARKINDEX_TOKEN" in r.stdout

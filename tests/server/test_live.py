@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.sync.client import connect
 
-from tests.e2e.shop import make_shop, store_of
+from tests.e2e.shop import make_shop, store_of, wait_for
 from tests.server.conftest import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -114,3 +115,47 @@ def test_websocket_streams_a_real_reindex_to_completed(
     # the seed's error counters: no false zeros while the store does not record them
     assert after["sparkindex_partition_not_found_errors:samples"] == []
     assert after["sparkindex_partition_update_errors:samples"] == []
+
+    # Verify through the API: `sparkindex verify --json` on Spark as a subprocess, recorded in
+    # the store, then shown by /api/verify and /metrics.
+    started = server.http.post("/api/verify", json={"index": ["products"]}, headers=server.auth())
+    assert started.status_code == 202, started.text
+    again = server.http.post("/api/verify", json={}, headers=server.auth())
+    assert again.status_code == 409 and "already running" in again.json()["error"]
+    verified = server.wait_action(started.json()["action"]["id"], 300)
+    assert verified["exit_code"] == 0, verified["stderr_tail"]
+    result = verified["result"]
+    assert (result["missing"], result["extra"], result["stale"], result["duplicates"]) == (0, 0, 0, 0)
+    assert result["checked"] == result["index_docs"] == PRODUCTS
+    runs = server.get("/api/verify")["runs"]
+    assert [(r["alias"], r["status"], r["checked"]) for r in runs] == [("products", "clean", PRODUCTS)]
+    drift = metrics(server)["sparkindex_verify_drift"]
+    assert {dict(k)["kind"]: v for k, v in drift.items()} == {"missing": 0, "extra": 0, "stale": 0, "duplicates": 0}
+
+
+def test_a_scheduled_verify_runs_when_due(
+    tmp_path: Path, start_server: Callable[..., ServerProcess], cli: Path
+) -> None:
+    """`verify: {every: 1h}`: a server whose pipeline never had a scheduled check runs one at once
+    (as a subprocess), records it as scheduled, and shows it."""
+    make_shop(tmp_path / "shop", 2_000, 500)
+    config = tmp_path / "shop" / "pipeline.yaml"
+    built = subprocess.run(
+        [str(cli), "reindex", "-c", str(config), "--json"], capture_output=True, text=True, timeout=600
+    )
+    assert built.returncode == 0, built.stderr
+    config.write_text(config.read_text() + "verify:\n  every: 1h\n")
+    server = start_server(config)
+    found: dict[str, Any] = {}
+
+    def scheduled_done() -> bool:
+        actions = server.get("/api/actions")["actions"]
+        found.update(next((a for a in actions if a.get("trigger") == "scheduled" and a["state"] == "finished"), {}))
+        return bool(found)
+
+    wait_for(scheduled_done, 300, "the scheduled verify to run and finish", every=0.5)
+    assert found["exit_code"] == 0 and found["result"]["missing"] == 0, found["stderr_tail"]
+    assert "sparkindex.server.scheduled_verify" in found["command"]
+    runs = server.get("/api/verify")["runs"]
+    assert [(r["alias"], r["trigger"], r["status"]) for r in runs] == [("products", "scheduled", "clean")]
+    assert server.get("/api/verify")["every_s"] == 3600

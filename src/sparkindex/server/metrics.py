@@ -14,6 +14,7 @@ do not record them): those two families are exported without samples rather than
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -140,10 +141,30 @@ class StoreCollector(Collector):
             "change capture: how far a consumer group is behind",
             labels=["group", "alias"],
         )
+        # lag_s is what the sync last wrote; a sync that died stops writing: the age tells.
+        age = GaugeMetricFamily(
+            "sparkindex_sync_offset_age_seconds",
+            "change capture: since a consumer group last saved",
+            labels=["group", "alias"],
+        )
+        applied = CounterMetricFamily(
+            "sparkindex_sync_documents_applied", "change capture: documents written", labels=["group", "alias"]
+        )
+        deleted = CounterMetricFamily(
+            "sparkindex_sync_documents_deleted", "change capture: documents deleted", labels=["group", "alias"]
+        )
+        now = time.time()
         for c in self.state.views.sync_consumers():
+            labels = [c.group, c.alias or ""]
             if c.lag_s is not None:
-                lag.add_metric([c.group, c.alias or ""], c.lag_s)
-        yield lag
+                lag.add_metric(labels, c.lag_s)
+            if c.updated_at is not None:
+                age.add_metric(labels, max(0.0, now - c.updated_at))
+            if c.applied is not None:
+                applied.add_metric(labels, c.applied)
+            if c.deleted is not None:
+                deleted.add_metric(labels, c.deleted)
+        yield from (lag, age, applied, deleted)
         drift = GaugeMetricFamily(
             "sparkindex_verify_drift", "documents out of step at the alias's last verify", labels=["alias", "kind"]
         )

@@ -1,14 +1,18 @@
-"""``spark.read.format("sparkindex")``: an index back as a DataFrame, on real Spark and Tantivy.
+"""``spark.read.format("sparkindex")``: an index back as a DataFrame, on real Spark.
 
 The shop is reindexed from SQLite, read back, and compared with the documents the database
 builds (an independent path: the builder, not the index); hostile keys written through the
-DataFrame writer come back exactly once across slices.
+DataFrame writer come back exactly once across slices. Each runs on Tantivy and on OpenSearch;
+the OpenSearch runs are against osmem-server, an in-memory OpenSearch-compatible TEST DOUBLE (no
+real OpenSearch can be installed here), so they prove sparkindex's side of the exchange only.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,41 +20,91 @@ import pyarrow as pa
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StructType
 
+from sparkindex.config import load_pipeline
 from sparkindex.documents.builder import make_builder
 from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.keys import document_id
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.registry import open_source
-from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
+from sparkindex.targets.registry import open_target
 from tests.e2e.shop import make_shop
+from tests.support.osmem import *  # noqa: F403 (the session's osmem-server, a test double)
+from tests.support.osmem import OsmemCluster, OsmemProcess
 
 pytestmark = pytest.mark.slow
 
-PRODUCTS = 2500
+#: The shop's size per backend: osmem-server (a test double) is slow, so its shop is small.
+PRODUCTS = {"tantivy": 2500, "opensearch": 300}
+BACKENDS = [pytest.param("tantivy", id="tantivy"), pytest.param("opensearch", id="opensearch-on-osmem-test-double")]
 
 
 @pytest.fixture(scope="module")
-def shop(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> tuple[Path, dict[str, dict[str, Any]]]:
-    """The shop reindexed into Tantivy; returns the index root and id -> document as the
+def osmem_module(osmem: OsmemProcess) -> Iterator[OsmemCluster]:
+    """An empty osmem-server (TEST DOUBLE) cluster of this module's own."""
+    clone = osmem.request("POST", "/_osmem/clones")
+    assert isinstance(clone, dict)
+    cluster = OsmemCluster(str(clone["url"]), str(clone["id"]), osmem)
+    yield cluster
+    osmem.request("DELETE", f"/_osmem/clones/{cluster.clone_id}")
+
+
+def target_url(request: pytest.FixtureRequest, backend: str, root: Path) -> str:
+    if backend == "tantivy":
+        return f"tantivy://{root}"
+    cluster: OsmemCluster = request.getfixturevalue("osmem_module")
+    return cluster.opensearch_url
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def shop(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Shop:
+    """The shop reindexed into each backend; returns its target URL and id -> document as the
     database builds it."""
-    directory = tmp_path_factory.mktemp("shop")
-    pipeline = make_shop(directory, products=PRODUCTS, partition_size=800)
+    backend = str(request.param)
+    products = PRODUCTS[backend]
+    directory = tmp_path_factory.mktemp(f"shop-{backend}")
+    url = target_url(request, backend, directory / "index")
+    pipeline = make_shop(directory, products=products, partition_size=products // 3 + 1)
+    yaml = directory / "pipeline.yaml"
+    yaml.write_text(yaml.read_text(encoding="utf-8").replace("url: tantivy://index", f"url: {url}"), "utf-8")
+    pipeline = load_pipeline(yaml)
     summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
-    assert summary.status == "COMPLETED" and summary.indexed == PRODUCTS
+    assert summary.status == "COMPLETED" and summary.indexed == products
     source = open_source(pipeline.source_url())
     plan, _ = resolve_plans(pipeline, source, ["products"])["products"]
-    page = make_builder(source, plan).page(KeyRange(None, None), None, PRODUCTS + 1)
-    assert page.failures == [] and page.rows == PRODUCTS
-    return directory / "index", {d.id: d.fields or {} for d in page.docs}
+    page = make_builder(source, plan).page(KeyRange(None, None), None, products + 1)
+    assert page.failures == [] and page.rows == products
+    return Shop(backend, url, {d.id: d.fields or {} for d in page.docs})
 
 
-def read(spark: Any, root: Path, index: str = "products", **options: str) -> Any:
-    reader = spark.read.format("sparkindex").option("target", f"tantivy://{root}").option("index", index)
+@dataclass(frozen=True)
+class Shop:
+    backend: str
+    url: str
+    expected: dict[str, dict[str, Any]]
+
+
+def read(spark: Any, url: str, index: str = "products", **options: str) -> Any:
+    reader = spark.read.format("sparkindex").option("target", url).option("index", index)
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def unordered(data_type: Any) -> str:
+    """A Spark type as text, struct members sorted by name (a search engine may keep the mapping's
+    properties in another order)."""
+    if isinstance(data_type, StructType):
+        return (
+            "struct<"
+            + ",".join(f"{f.name}:{unordered(f.dataType)}" for f in sorted(data_type, key=lambda f: f.name))
+            + ">"
+        )
+    if isinstance(data_type, ArrayType):
+        return f"array<{unordered(data_type.elementType)}>"
+    return str(data_type.simpleString())
 
 
 def utc(value: Any) -> Any:
@@ -65,11 +119,11 @@ def as_read_back(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_the_shop_round_trips_with_its_mapping_as_schema(spark: Any, shop: tuple[Path, dict[str, Any]]) -> None:
-    root, expected = shop
-    df = read(spark, root, partitions="4")
+def test_the_shop_round_trips_with_its_mapping_as_schema(spark: Any, shop: Shop) -> None:
+    expected = shop.expected
+    df = read(spark, shop.url, partitions="4")
     assert df.rdd.getNumPartitions() == 4
-    schema = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    schema = {f.name: unordered(f.dataType) for f in df.schema.fields}
     assert schema == {
         "_id": "string",
         "id": "bigint",
@@ -79,22 +133,22 @@ def test_the_shop_round_trips_with_its_mapping_as_schema(spark: Any, shop: tuple
         "stock": "bigint",
         "category_id": "bigint",
         "created_at": "timestamp",
-        "category": "struct<id:bigint,name:string,description:string>",
-        "reviews": "array<struct<id:bigint,product_id:bigint,author_id:bigint,rating:bigint,body:string,"
-        "author:struct<id:bigint,name:string,country:string>>>",
+        "category": "struct<description:string,id:bigint,name:string>",
+        "reviews": "array<struct<author:struct<country:string,id:bigint,name:string>,author_id:bigint,body:string,"
+        "id:bigint,product_id:bigint,rating:bigint>>",
     }  # all_text only receives copy_to values: never in a source, so not a column
     assert not df.schema["_id"].nullable
     rows = df.toArrow().to_pylist()
-    assert len(rows) == PRODUCTS
+    assert len(rows) == len(expected)
     got = {r.pop("_id"): r for r in rows}
     assert got.keys() == expected.keys()
     for doc_id, doc in expected.items():
         assert got[doc_id] == as_read_back(doc), doc_id
 
 
-def test_fields_and_query_options(spark: Any, shop: tuple[Path, dict[str, Any]]) -> None:
-    root, expected = shop
-    df = read(spark, root, fields="price, name", query="name:lamp AND stock:[0 TO 300]", partitions="3")
+def test_fields_and_query_options(spark: Any, shop: Shop) -> None:
+    expected = shop.expected
+    df = read(spark, shop.url, fields="price, name", query="name:lamp AND stock:[0 TO 300]", partitions="3")
     assert df.columns == ["_id", "price", "name"]
     got = {r["_id"]: (r["price"], r["name"]) for r in df.collect()}
     want = {
@@ -102,45 +156,49 @@ def test_fields_and_query_options(spark: Any, shop: tuple[Path, dict[str, Any]])
     }
     assert want and got == want
     # Spark's own filters and aggregations work on top
-    assert read(spark, root).where(F.col("category.id") == 3).count() == sum(
+    assert read(spark, shop.url).where(F.col("category.id") == 3).count() == sum(
         1 for d in expected.values() if d["category"]["id"] == 3
     )
 
 
-def test_read_options_are_validated_with_clear_errors(spark: Any, shop: tuple[Path, dict[str, Any]]) -> None:
-    root, _ = shop
+def test_read_options_are_validated_with_clear_errors(spark: Any, shop: Shop) -> None:
+    url = shop.url
     cases = [
         ({"fields": "name,colour"}, "no field 'colour' in the index"),
         ({"partitions": "zero"}, "option 'partitions' must be a positive integer"),
-        ({"query": "name:(unclosed"}, "cannot parse query"),
+        ({"query": "name:(unclosed"}, "cannot (parse|run) query"),
         ({"target.password_env": "SPARKINDEX_TEST_UNSET_VARIABLE"}, "SPARKINDEX_TEST_UNSET_VARIABLE"),
     ]
     for options, message in cases:
-        with pytest.raises(PySparkException, match=message.replace("(", r"\(")):
-            read(spark, root, **options).collect()
-    with pytest.raises(PySparkException, match="does not exist"):
-        read(spark, root, index="nothing").collect()
+        with pytest.raises(PySparkException, match=message):
+            read(spark, url, **options).collect()
+    with pytest.raises(PySparkException, match=r"does not exist|no such index|not found"):
+        read(spark, url, index="nothing").collect()
     with pytest.raises(PySparkException, match="option 'index' is required"):
-        spark.read.format("sparkindex").option("target", f"tantivy://{root}").load()
+        spark.read.format("sparkindex").option("target", url).load()
 
 
 HOSTILE_TEXTS = ["", "a", "A", "a|b", "b\\", "\\N", "|", "ü", "Ü", "日本語", "a b", "Zz", "x\x00y", "é" * 30]
 HOSTILE_NUMBERS: list[int | None] = [None, -(2**40), -1, 0, 1, 99, 2**40]
 
 
-def test_slices_cover_hostile_keys_exactly_once(spark: Any, tmp_path: Path) -> None:
-    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "idx"))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_slices_cover_hostile_keys_exactly_once(
+    spark: Any, tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    url = target_url(request, backend, tmp_path / "idx")
+    target = open_target(url, tmp_path)
     mapping = {"properties": {"a": {"type": "keyword"}, "b": {"type": "long"}, "label": {"type": "text"}}}
     target.swap("things", target.create_version("things", mapping), None, fence=1)
     keys = list(itertools.product(HOSTILE_TEXTS, HOSTILE_NUMBERS))
     rows = [(a, b, f"label {i}") for i, (a, b) in enumerate(keys)]
     df = spark.createDataFrame(rows, "a string, b long, label string").repartition(3)
-    df.write.format("sparkindex").option("target", f"tantivy://{tmp_path / 'idx'}").option("index", "things").option(
-        "id_column", "a,b"
-    ).mode("append").save()
+    df.write.format("sparkindex").option("target", url).option("index", "things").option("id_column", "a,b").mode(
+        "append"
+    ).save()
     assert target.count("things") == len(keys)
 
-    back = read(spark, tmp_path / "idx", index="things", partitions="7", page_size="5")
+    back = read(spark, url, index="things", partitions="7", page_size="5")
     assert back.rdd.getNumPartitions() == 7
     per_slice = back.groupBy(F.spark_partition_id().alias("slice")).count().collect()
     assert len(per_slice) == 7 and all(r["count"] > 0 for r in per_slice)

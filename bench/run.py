@@ -8,6 +8,7 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
 - ``large``: ``reindex_tantivy_large``, ~2 KB nested documents from SQLite and PostgreSQL;
 - ``resume``: a full run, a SIGKILL at half way, the rerun, verify (bench/resume.py);
 - ``memory``: peak RSS per Spark Python worker at a small and a large row count (bench/memory.py);
+- ``verify``: verify on Spark against the reindex's own docs/s, the shop at ``BENCH_ROWS`` (bench/verify.py);
 - ``null``: ``reindex_null``, ~2 KB nested documents from PostgreSQL into a null bulk endpoint
   (the pipeline's own cost) against a COPY ceiling and the PGSync peer figure (bench/null.py).
 
@@ -41,7 +42,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL = ("pg", "claims", "tantivy", "large", "resume", "memory", "null")
+ALL = ("pg", "claims", "tantivy", "large", "resume", "memory", "null", "verify")
 QUICK = {
     "BENCH_ROWS": "20000",
     "BENCH_LARGE_ROWS": "20000",
@@ -134,6 +135,7 @@ def main() -> None:
         "resume": lambda: [bench_resume()],
         "memory": lambda: [bench_memory()],
         "null": null_lines,
+        "verify": lambda: [importlib.import_module("bench.verify").bench_verify(rows)],
     }
     failed = []
     for name in names:

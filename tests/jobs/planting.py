@@ -65,7 +65,7 @@ def index_without_spark(pipeline: Pipeline, alias: str) -> str:
 
 def write(target: Target, index: str, items: list[BulkItem]) -> None:
     outcome = bulk_with_retries(target, index, items, retries=5, backoff=Backoff(0.05, 0.5))
-    assert (outcome.success, outcome.failures) == (len(items), [])
+    assert (outcome.success, outcome.failures) == (len(items), []), outcome.failures
 
 
 def variant(doc: BuiltDocument, new_id: str, sort_key: str | None = None, **changes: object) -> BulkItem:

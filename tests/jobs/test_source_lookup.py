@@ -72,3 +72,19 @@ def test_found_ids_are_compared_as_ids_not_as_the_database_compares(source_db: S
     assert with_scale, ids[:10]
     shorter = [i.rstrip("0").rstrip(".") for i in with_scale]
     assert lookup.existing([*with_scale, *shorter]) == set(with_scale)
+
+
+def test_join_children_exist_with_their_row_and_their_parent(source_db: Source) -> None:  # noqa: F811
+    """``reviews:<id>`` names a child document: found while its row and its product exist."""
+    join = {"name": "reviews", "type": "join", "table": "reviews"}
+    cfg = IndexConfig.model_validate({"alias": "products", "table": "products", "relations": [join]})
+    lookup = SourceLookup(source_db, resolve_index(source_db, cfg, "indexes[0]"))
+    reviews = [document_id(k) for k in source_db.walk_keys(source_db.table("reviews"), ["id"])]
+    products = real_ids(source_db, "products", ("id",))
+    children = [f"reviews:{r}" for r in reviews[:700]]
+    fakes = ["reviews:999999999", "reviews:abc", "reviews:", "reviews:1|2", "review:1", f"reviews:{reviews[0]} "]
+    assert lookup.existing([*children, *fakes, *products[:50]]) == {*children, *products[:50]}
+    ref = lookup.child_of(children[0])
+    assert ref is not None and ref.relation.name == "reviews"
+    [parent] = lookup.parents_of(ref.relation, [ref.key]).values()
+    assert document_id(parent) in set(products)

@@ -1,0 +1,118 @@
+"""Join children (``type: join``) in verify, repair and re-drive, on OpenSearch.
+
+OpenSearch here is osmem-server, an in-memory OpenSearch-compatible TEST DOUBLE (the only target
+that holds join children; Tantivy refuses them): what this proves is sparkindex's side. The data
+are the join suite's hostile families (composite keys holding ``|``, ``\\`` and ``:``, a parent
+whose id looks like a child's, an orphan pet with a NULL owner). Runs in one process (the range
+tasks are the same ones Spark runs; the Spark path is in test_verify_spark.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sparkindex.config import load_pipeline
+from sparkindex.config.model import Pipeline
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.jobs.planning import resolve_plans
+from sparkindex.jobs.redrive import redrive
+from sparkindex.jobs.repair import repair
+from sparkindex.jobs.verify import LocalResources, Verifier, VerifyReport, local_runner
+from sparkindex.keys import sort_key
+from sparkindex.sources.registry import open_source
+from sparkindex.targets.base import BulkItem
+from tests.fresh_databases import fresh_database
+from tests.jobs.planting import built_documents, target_of, variant, write
+from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
+from tests.support.osmem import OsmemCluster
+from tests.unit.test_join_documents import _load
+
+COUNTED = ("missing", "extra", "stale", "duplicates", "unbuildable")
+
+
+@pytest.fixture
+def families(tmp_path: Path, osmem_cluster: OsmemCluster) -> Pipeline:
+    with fresh_database("sqlite", tmp_path, dict, _load) as url:
+        (tmp_path / "pipeline.yaml").write_text(
+            f"source:\n  url: {url}\ntarget:\n  url: {osmem_cluster.opensearch_url}\n"
+            "indexes:\n  - alias: owners\n    table: owners\n"
+            "    relations:\n      - {name: pets, type: join, table: pets}\n",
+            encoding="utf-8",
+        )
+        yield load_pipeline(tmp_path / "pipeline.yaml")
+
+
+def verifier(pipeline: Pipeline) -> Verifier:
+    source = open_source(pipeline.source_url())
+    target = target_of(pipeline)
+    plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["owners"]).items()}
+    store = CoordinationStore(pipeline.coordination_url())
+    return Verifier(source, target, plans, local_runner(LocalResources(source, target, plans, store)), pipeline.job)
+
+
+def counts(report: VerifyReport) -> dict[str, int]:
+    return {k: getattr(report, k) for k in COUNTED}
+
+
+def index_families(pipeline: Pipeline) -> str:
+    source = open_source(pipeline.source_url())
+    target = target_of(pipeline)
+    _, mapping = resolve_plans(pipeline, source, ["owners"])["owners"]
+    index = target.create_version("owners", mapping)
+    write(target, index, [d.bulk_item() for d in built_documents(pipeline, "owners").values()])
+    target.finish_version(index)
+    target.swap("owners", index, None)
+    return index
+
+
+def test_children_drift_is_found_repaired_and_redriven(families: Pipeline) -> None:
+    pipeline = families
+    index = index_families(pipeline)
+    docs = built_documents(pipeline, "owners")
+    children = sorted(d for d in docs if d.startswith("pets:"))
+    assert len(children) == 7 and len(docs) == 12, sorted(docs)  # one parent cannot be built (IdCollision)
+    [report] = verifier(pipeline).run()
+    assert counts(report) == {**dict.fromkeys(COUNTED, 0), "missing": 1, "unbuildable": 1}, report.samples
+    assert report.samples["unbuildable"] == ["pets:EU|c"]
+
+    ghost = docs["pets:EU|t:3"]
+    stale = variant(docs["pets:EU|t\\|1"], "pets:EU|t\\|1", pets={"name": "renamed"})
+    ghost_key = sort_key(("EU", "a", "pets", "EU", "ghost"))
+    write(
+        target_of(pipeline),
+        index,
+        [
+            BulkItem("pets:EU|t:3", op="delete", routing=ghost.routing),  # a missing child
+            replace(stale, routing=docs["pets:EU|t\\|1"].routing),  # a stale one
+            # extra: a pet no row has, and the orphan pet (its row has no owner, so no document)
+            replace(variant(ghost, "pets:EU|ghost"), routing="EU|a", sort_key=ghost_key),
+            replace(variant(ghost, "pets:EU|orphan"), routing="EU|a"),
+        ],
+    )
+    [report] = verifier(pipeline).run()
+    assert counts(report) == {"missing": 2, "extra": 2, "stale": 1, "duplicates": 0, "unbuildable": 1}
+    assert report.samples["missing"] == ["pets:EU|c", "pets:EU|t:3"]
+    assert report.samples["extra"] == ["pets:EU|ghost", "pets:EU|orphan"]
+    assert report.samples["stale"] == ["pets:EU|t\\|1"]
+
+    result = repair(verifier(pipeline), "join")
+    [after] = result.after
+    assert counts(after) == {**dict.fromkeys(COUNTED, 0), "missing": 1, "unbuildable": 1}, after.samples
+    assert dict(target_of(pipeline).scan_hashes(index, ids=["pets:EU|t:3"])) == {"pets:EU|t:3": ghost.hash}
+
+    # re-drive: a child the target once rejected, and the orphan pet (no parent: nothing to index)
+    store = CoordinationStore(pipeline.coordination_url())
+    write(target_of(pipeline), index, [BulkItem("pets:eu|t\\|1", op="delete", routing="eu|a")])
+    store.dead_letters.add("job-1", "owners", None, [("pets:eu|t\\|1", "MapperParsingException", "rejected")])
+    store.dead_letters.add("job-1", "owners", None, [("pets:EU|orphan", "MapperParsingException", "rejected")])
+    done = redrive(pipeline)
+    assert (done.attempted, done.succeeded, done.gone, done.failed) == (2, 1, 1, 0)
+    assert {r.letter.doc_id: r.resolution for r in store.dead_letters.resolved()} == {
+        "pets:eu|t\\|1": "redriven",
+        "pets:EU|orphan": "gone",
+    }
+    [final] = verifier(pipeline).run()
+    assert counts(final) == counts(after)

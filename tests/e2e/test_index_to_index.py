@@ -3,7 +3,8 @@
 The shop is indexed from SQLite once (``products_v1``, names analysed in English); a second
 pipeline rebuilds the alias from that index with another analyzer, keeping every document's id,
 sort key and content, and a search then behaves differently. A driver SIGKILLed mid-rebuild is
-resumed by a rerun, and verify compares the rebuilt index with the one it came from.
+resumed by a rerun, and verify compares the rebuilt index with the one it came from. The
+OpenSearch rebuild runs against osmem-server, an in-memory OpenSearch-compatible TEST DOUBLE.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem, StoredDocument
+from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
 from tests.e2e.guarantee_helpers import run_cli
 from tests.e2e.shop import make_shop, store_of, wait_for
+from tests.support.osmem import *  # noqa: F403 (osmem_cluster: osmem-server, a test double)
+from tests.support.osmem import OsmemCluster
 
 pytestmark = pytest.mark.slow
 P = PartitionStatus
@@ -216,3 +220,50 @@ def test_rebuild_killed_mid_way_resumes_on_rerun(tmp_path: Path, spark: Any, cli
     rebuild_pipeline(tmp_path / "check", table="products_v1")
     report = verify(cli, tmp_path / "check" / "pipeline.yaml")
     assert (report["missing"], report["extra"], report["stale"], report["checked"]) == (0, 0, 0, 9000)
+
+
+def test_rebuild_on_opensearch_with_another_analyzer(
+    tmp_path: Path, spark: Any, cli: Path, osmem_cluster: OsmemCluster
+) -> None:
+    """The same rebuild against OpenSearch; every result here depends on osmem-server, an
+    in-memory OpenSearch-compatible TEST DOUBLE (its English stemming stands in for OpenSearch's)."""
+    url = osmem_cluster.opensearch_url
+    shop = make_shop(tmp_path / "shop", products=300, partition_size=150)
+    yaml = tmp_path / "shop" / "pipeline.yaml"
+    yaml.write_text(yaml.read_text(encoding="utf-8").replace("url: tantivy://index", f"url: {url}"), "utf-8")
+    shop = load_pipeline(yaml)
+    assert ReindexJob(shop, spark_factory=lambda: spark).run().status == "COMPLETED"
+    target = open_target(url, tmp_path)
+
+    def ids(query: str) -> set[str]:
+        return {d.id for d in target.read_documents("products", size=1000, query=query)}
+
+    assert ids("name:lamps") and ids("name:lamps") == ids("name:lamp")  # english stems "lamps"
+
+    rebuild = tmp_path / "rebuild"
+    rebuild.mkdir()
+    (rebuild / "pipeline.yaml").write_text(
+        f"source:\n  url: {url}\ntarget:\n  url: {url}\nspark:\n  master: local[2,4]\n"
+        "indexes:\n  - alias: products\n    table: products\n    partition_size: 100\n    page_size: 64\n"
+        "    fields:\n      name: {analyzer: standard}\n",
+        encoding="utf-8",
+    )
+    summary = ReindexJob(load_pipeline(rebuild / "pipeline.yaml"), spark_factory=lambda: spark).run()
+    assert (summary.status, summary.index, summary.indexed) == ("COMPLETED", "products_v2", 300)
+    assert target.alias_target("products") == "products_v2"
+    assert target.mapping("products")["properties"]["name"]["analyzer"] == "standard"
+    assert ids("name:lamps") == set() and ids("name:lamp") == {
+        d.id for d in target.read_documents("products_v1", size=1000, query="name:lamp")
+    }
+    old = target.read_documents("products_v1", size=1000)
+    new = target.read_documents("products_v2", size=1000)
+    assert [(d.id, d.sort_key, d.source, d.hash) for d in new] == [(d.id, d.sort_key, d.source, d.hash) for d in old]
+
+    check = tmp_path / "check"
+    check.mkdir()
+    (check / "pipeline.yaml").write_text(
+        (rebuild / "pipeline.yaml").read_text(encoding="utf-8").replace("table: products\n", "table: products_v1\n"),
+        encoding="utf-8",
+    )
+    report = verify(cli, check / "pipeline.yaml")
+    assert (report["missing"], report["extra"], report["stale"], report["checked"]) == (0, 0, 0, 300)

@@ -6,7 +6,7 @@ size, so the driver's memory does not grow with the index. Summaries add up (:me
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 import orjson
@@ -64,21 +64,10 @@ class RangeSummary(DriftCounts):
             self.samples[kind].append(doc_id)
 
     def merge(self, other: RangeSummary) -> None:
-        for name in (
-            "checked",
-            "missing",
-            "extra",
-            "stale",
-            "duplicates",
-            "unbuildable",
-            "matched",
-            "scanned",
-            "indexed",
-            "deleted",
-            "failed",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.seconds += other.seconds
+        """Add *other*'s counts (and time) to these; samples stay the first ids in id order."""
+        for f in fields(self):
+            if f.name not in ("alias", "side", "samples"):
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         for kind in KINDS:
             self.samples[kind] = sorted({*self.samples[kind], *other.samples[kind]})[:SAMPLE]
 

@@ -15,6 +15,7 @@ import pytest
 from tests.e2e.shop import make_shop, store_of, wait_for
 from tests.server.browser import CHROMIUM, Chromium
 from tests.server.conftest import TOKEN, ServerProcess
+from tests.server.store_fixture import ERROR, Populated
 
 pytestmark = pytest.mark.slow
 PRODUCTS = 20_000
@@ -121,3 +122,35 @@ def test_page_starts_a_reindex_and_shows_it_live_until_completed(
     actions = server.get("/api/actions")["actions"]
     assert len(actions) == 1 and actions[0]["kind"] == "reindex"
     assert browser.console_errors() == [], "the page runs without errors (nothing blocked by its policy)"
+
+
+def test_job_view_shows_errors_as_text_filters_dead_letters_and_stops(
+    server: ServerProcess, populated: Populated, browser: Chromium, tmp_path: Path
+) -> None:
+    browser.navigate(f"{server.url}/#/jobs/{populated.running_job}")
+    wait_for(lambda: browser.evaluate("document.querySelectorAll('#grid .cell').length") == 4, 60, "the grid")
+    errors = browser.evaluate("[...document.querySelectorAll('#partition-errors li')].map((li) => li.textContent)")
+    assert errors == [f"products #2 (pending, retries 1): {ERROR}"]
+    assert browser.evaluate("document.querySelectorAll('#partition-errors b, #grid b').length") == 0, "text, not markup"
+    rows = "document.querySelectorAll('#dead-letters tbody tr').length"
+    assert browser.evaluate(rows) == 3 and browser.evaluate("document.getElementById('redrive').disabled") is False
+
+    browser.evaluate(
+        "(() => { const s = document.getElementById('dl-class'); s.value = 'MapperParsingError';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    wait_for(lambda: browser.evaluate(rows) == 2, 30, "the dead letters filtered by error class")
+
+    click = browser.send("Runtime.evaluate", {"expression": "document.getElementById('stop').click()"})
+    confirm = browser.wait_event("Page.javascriptDialogOpening", 30)
+    assert confirm["type"] == "confirm"
+    browser.call("Page.handleJavaScriptDialog", {"accept": True})
+    prompt = browser.wait_event("Page.javascriptDialogOpening", 30)
+    assert prompt["type"] == "prompt"
+    browser.call("Page.handleJavaScriptDialog", {"accept": True, "promptText": TOKEN})
+    browser.reply(click)
+    wait_for(lambda: populated.store.job(populated.running_job).status == "STOPPING", 30, "the job to be STOPPING")
+    wait_for(lambda: browser.evaluate("document.getElementById('job-status').textContent") == "STOPPING", 30, "badge")
+    assert browser.evaluate("document.getElementById('stop').disabled") is True
+    keep(browser.screenshot(tmp_path / "sparkindex-page-errors.png"))
+    assert browser.console_errors() == []

@@ -73,6 +73,12 @@ def serve(
         )
     logging.getLogger("sparkindex").setLevel(logging.INFO)
     server = uvicorn.Server(
-        uvicorn.Config(build_app(state), log_level=log_level, access_log=log_level in ("info", "debug", "trace"))
+        uvicorn.Config(
+            build_app(state),
+            log_level=log_level,
+            access_log=log_level in ("info", "debug", "trace"),
+            ws_max_size=64 * 1024,  # clients only ever send {"watch": id}
+            timeout_graceful_shutdown=5,  # open WebSockets do not hold up Ctrl-C
+        )
     )
     server.run(sockets=[sock])

@@ -158,7 +158,9 @@ class ActionRunner:
     def _forget_old(self) -> None:
         finished = [k for k, a in self.actions.items() if a.state == "finished"]
         for key in finished[: max(0, len(finished) - _KEEP)]:
-            del self.actions[key]
+            action = self.actions.pop(key)
+            for suffix in (".out", ".err"):
+                (action.log_dir / f"{action.id}{suffix}").unlink(missing_ok=True)
 
     def pids(self) -> list[int]:
         return [a.pid for a in self.running() if a.pid is not None]

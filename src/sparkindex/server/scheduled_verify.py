@@ -16,8 +16,10 @@ import sys
 import time
 
 import orjson
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
+from sparkindex.errors import SparkIndexError
 from sparkindex.server.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,12 @@ async def schedule(state: ServerState) -> None:
         log.warning("verify.every is set but this sparkindex cannot schedule verify runs")
         return
     while True:
-        due = await run_in_threadpool(next_verify_at, state.pipeline, state.store)
+        try:
+            due = await run_in_threadpool(next_verify_at, state.pipeline, state.store)
+        except (SQLAlchemyError, SparkIndexError) as exc:
+            log.warning("scheduled verify: could not read when it is due (%s); looking again later", exc)
+            await asyncio.sleep(LOOK_EVERY_S)
+            continue
         now = time.time()
         if due is None:
             return
@@ -66,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from sparkindex.cli.render import print_error
     from sparkindex.config import load_pipeline
-    from sparkindex.errors import SparkIndexError
     from sparkindex.jobs.verify_run import run_scheduled_verify
 
     try:

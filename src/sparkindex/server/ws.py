@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from typing import Any
 
@@ -59,10 +60,15 @@ class Hub:
         self._last_tick: float | None = None  # before the first tick, no job has "just ended"
         self._reported_final: dict[str, float] = {}  # job id -> when it was sent in its final state
         self._task: asyncio.Task[None] | None = None
+        self._snapshot_lock = threading.Lock()
 
     # -- the ticker --------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         """Live jobs (and those that ended since the last tick), sync lag, last verify (blocking)."""
+        with self._snapshot_lock:  # the ticker and a first client may ask at once
+            return self._snapshot()
+
+    def _snapshot(self) -> dict[str, Any]:
         now = time.time()
         views = self.state.views
         # A margin for clocks: completed_at is the driver's time, perhaps on another machine.
@@ -117,7 +123,10 @@ class Hub:
     async def run(self) -> None:
         while True:
             started = time.monotonic()
-            await self.tick()
+            try:
+                await self.tick()
+            except Exception:  # whatever one tick hit, the page must keep its updates (logged)
+                log.exception("progress tick failed")
             await asyncio.sleep(max(0.1, self.state.tick_s - (time.monotonic() - started)))
 
     def start(self) -> None:

@@ -275,6 +275,10 @@ function renderGrid(parts, total) {
   $("grid-count").textContent = total > parts.length ? `(${parts.length} of ${total} shown)` : `(${total})`;
   const counts = {};
   for (const p of parts) counts[p.status] = (counts[p.status] || 0) + 1;
+  const failing = parts.filter((p) => p.last_error);
+  $("partition-errors").replaceChildren(...failing.slice(0, 20).map((p) =>
+    el("li", { text: `${p.entity} #${p.index} (${p.status.toLowerCase()}, retries ${p.retries}): ${p.last_error}` })),
+  ...(failing.length > 20 ? [el("li", { text: `… and ${failing.length - 20} more (hover the grid)` })] : []));
   $("legend").replaceChildren(...STATES.map((s) =>
     el("span", { style: "--sw: var(--" + s.toLowerCase() + ")", text: s.toLowerCase() + " " + (counts[s] || 0) })));
 }

@@ -333,9 +333,9 @@ def test_cli_verify_reports_drift_with_exit_code_1(tmp_path: Path) -> None:
     assert res.returncode == 1, f"verify found drift but exited {res.returncode}"
 
 
-def test_cli_serve_exits_2(tmp_path: Path) -> None:
+def test_cli_serve_without_a_pipeline_exits_2(tmp_path: Path) -> None:
     res = subprocess.run([str(CLI), "serve"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert "not available" in res.stderr
+    assert "Missing parameter: config" in res.stderr
     assert res.returncode == 2, f"serve printed an error but exited {res.returncode}"
 
 

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -89,18 +90,21 @@ class ActionRunner:
         self.log_dir = log_dir
         self.env = env
         self.actions: OrderedDict[str, Action] = OrderedDict()
+        self._lock = threading.Lock()  # the loop starts actions; reader threads (ticks, scrapes) list them
         self._ids = itertools.count(1)
         self._prefix = time.strftime("%Y%m%d-%H%M%S")
         self._tasks: set[asyncio.Task[None]] = set()
 
     def running(self, kind: str | None = None) -> list[Action]:
-        return [a for a in self.actions.values() if a.state == "running" and (kind is None or a.kind == kind)]
+        with self._lock:
+            return [a for a in self.actions.values() if a.state == "running" and (kind is None or a.kind == kind)]
 
     def get(self, action_id: str) -> Action | None:
         return self.actions.get(action_id)
 
     def newest_first(self) -> list[Action]:
-        return list(reversed(self.actions.values()))
+        with self._lock:
+            return list(reversed(self.actions.values()))
 
     def latest(self, kinds: tuple[str, ...]) -> Action | None:
         return next((a for a in self.newest_first() if a.kind in kinds and a.state == "finished"), None)
@@ -131,7 +135,8 @@ class ActionRunner:
                 env=self.env,
             )
         action.pid = proc.pid
-        self.actions[action_id] = action
+        with self._lock:
+            self.actions[action_id] = action
         self._forget_old()
         self._tasks.add(task := asyncio.get_running_loop().create_task(self._wait(action, proc)))
         task.add_done_callback(self._tasks.discard)
@@ -142,7 +147,9 @@ class ActionRunner:
 
     def _finish(self, action: Action, code: int) -> None:
         stdout = (action.log_dir / f"{action.id}.out").read_bytes()
-        stderr = (action.log_dir / f"{action.id}.err").read_bytes().decode("utf-8", "replace")
+        with (action.log_dir / f"{action.id}.err").open("rb") as f:  # hours of progress bars: read the end
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 256 * 1024))
+            stderr = f.read().decode("utf-8", "replace")
         lines = [line for line in stdout.decode("utf-8", "replace").splitlines() if line.strip()]
         result: Any = None
         if lines:
@@ -156,14 +163,12 @@ class ActionRunner:
         action.finished.set()
 
     def _forget_old(self) -> None:
-        finished = [k for k, a in self.actions.items() if a.state == "finished"]
-        for key in finished[: max(0, len(finished) - _KEEP)]:
-            action = self.actions.pop(key)
+        with self._lock:
+            finished = [k for k, a in self.actions.items() if a.state == "finished"]
+            doomed = [self.actions.pop(k) for k in finished[: max(0, len(finished) - _KEEP)]]
+        for action in doomed:
             for suffix in (".out", ".err"):
                 (action.log_dir / f"{action.id}{suffix}").unlink(missing_ok=True)
-
-    def pids(self) -> list[int]:
-        return [a.pid for a in self.running() if a.pid is not None]
 
 
 def _strip_progress(text: str) -> str:

@@ -385,7 +385,7 @@ async function init() {
     if (aliases.length === 1) body.alias = aliases[0];
     act("/api/dead-letters/redrive", body, "re-drive");
   };
-  $("verify").onclick = () => act("/api/verify", {}, "verify");
+  $("verify").onclick = () => act("/api/verify", page.current ? { index: page.current.aliases } : {}, "verify");
   $("dl-class").onchange = (ev) => { page.dlClass = ev.target.value; loadJob(); };
   window.addEventListener("hashchange", route);
   await route();

@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 LOCK_TTL_S = 30.0
 LOCK_REFRESH_S = 2.0
+#: how often a running sync measures how much log the source retains for it
+LAG_CHECK_S = 10.0
 
 
 def sync_lock_key(group: str) -> str:
@@ -59,6 +61,8 @@ class SyncSummary:
     failed: int = 0
     batches: int = 0
     group: str = "default"
+    #: log the source retains for this consumer (a PostgreSQL slot's WAL), None where it keeps none
+    lag_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +100,7 @@ class SyncRun:
         self._last_ts = 0.0
         self._batch_running = threading.Event()
         self._acked: dict[str, Any] | None = None
+        self._next_lag_check = 0.0
         self.error: BaseException | None = None
 
     # -- setup -------------------------------------------------------------------------------------
@@ -231,25 +236,21 @@ class SyncRun:
             query.awaitTermination(0.1)
 
     def _done(self, query: Any) -> bool:
-        """Caught up: the stream found nothing new, and the source confirms nothing is left before
-        the head recorded at start (a source outage also looks like "nothing new")."""
+        """Caught up: no batch is being applied and the source has nothing after the acknowledged
+        offset up to the head recorded at start. Asked of the source itself, not of Spark's status
+        (a source outage also looks like "no new data" there)."""
         if not self.until_caught_up and self.until is None:
             return False
-        status = query.status
-        if status.get("isDataAvailable") or status.get("isTriggerActive") or self._batch_running.is_set():
-            return False
-        if query.lastProgress is None and self._acked is None:
+        if self._batch_running.is_set() or query.status.get("isTriggerActive"):
             return False
         acked = self._acked or self._start_offset()
         if self.until is not None and not self.until(self.changes.position(acked)):
             return False
-        if self.until_caught_up:
-            try:
-                pending = self.changes.read(acked, 1, self._until)
-            except TransientError:
-                return False
-            return not pending.changes
-        return True
+        try:
+            pending = self.changes.read(acked, 1, self._until)
+        except TransientError:
+            return False
+        return not pending.changes
 
     def _start_offset(self) -> dict[str, Any]:
         saved = self.offsets.offsets(self.group)
@@ -310,6 +311,27 @@ class SyncRun:
             self.changes.acknowledge(lowest.offset)
         except TransientError as exc:
             log.warning("could not release the change log up to %s yet: %s", lowest.offset, exc)
+        if time.monotonic() >= self._next_lag_check:
+            self._next_lag_check = time.monotonic() + LAG_CHECK_S
+            self._check_lag(lowest.offset)
+
+    def _check_lag(self, offset: Mapping[str, Any]) -> None:
+        """Warn when the source retains more log for us than the configured limit: a slot left
+        behind is the classic way change capture fills a disk."""
+        try:
+            lag = self.changes.lag(offset)
+        except TransientError:
+            return
+        self.totals.lag_bytes = lag.bytes
+        limit = self.pipeline.sync.lag_warn_bytes
+        if lag.bytes is not None and lag.bytes > limit:
+            log.warning(
+                "consumer %r: the source retains %.1f MB of log for it (sync.lag_warn_bytes: %.1f MB); "
+                "a sync that stays behind, or a group nobody syncs (sparkindex sync --drop-slot), keeps it",
+                self.consumer,
+                lag.bytes / 1e6,
+                limit / 1e6,
+            )
 
     def _wait_for_holds(self) -> dict[str, GroupOffset]:
         """A reindex about to swap an alias holds it: pause (report where we are), wait until it
@@ -326,13 +348,13 @@ class SyncRun:
                 return saved
 
     def _summary(self) -> SyncSummary:
-        if self._acked is not None:
-            try:
-                self.totals.lag_s = round(self.changes.lag(self._acked).seconds, 3)
-            except TransientError:
-                self.totals.lag_s = -1.0
-        else:
-            self.totals.position = self.changes.position(self._start_offset())
+        offset = self._acked or self._start_offset()
+        self.totals.position = self.changes.position(offset)
+        try:
+            lag = self.changes.lag(offset)
+            self.totals.lag_s, self.totals.lag_bytes = round(lag.seconds, 3), lag.bytes
+        except TransientError:
+            self.totals.lag_s = -1.0
         return self.totals
 
 

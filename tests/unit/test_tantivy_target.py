@@ -275,3 +275,22 @@ def test_two_processes_writing_one_version_lose_nothing(tmp_path: Path) -> None:
     assert target.count(ix) == sum(written)
     ids = {i for i, _ in target.scan_hashes(ix)}
     assert ids == {str(i) for i in range(600)} | {str(i) for i in range(10_000, 10_400)}
+
+
+def test_elasticsearch_numeric_and_date_variants_index_natively(target: TantivyTarget) -> None:
+    """Mapping overrides may name ES types such as integer or date_nanos; Tantivy indexes them as
+    its own integer, float and date fields instead of refusing every document."""
+    mapping = {
+        "properties": {
+            "n": {"type": "integer"},
+            "s": {"type": "short"},
+            "f": {"type": "float"},
+            "x": {"type": "scaled_float"},
+            "d": {"type": "date_nanos"},
+        }
+    }
+    ix = target.create_version("t", mapping)
+    body = {"n": 7, "s": 2, "f": 1.5, "x": 2.25, "d": "2024-05-01T10:00:00"}
+    results = target.bulk(ix, [BulkItem("1", orjson.dumps(body), "h1", fields=body)])
+    assert [r.ok for r in results] == [True], results
+    assert target.count(ix) == 1

@@ -2,7 +2,8 @@
 
 Resuming a half-built index with a different mapping, different columns or another source would
 mix two kinds of documents in one version. The fingerprint covers what decides the documents
-(source and target, tables, keys, columns, relations, the mapping), not what only decides speed
+(source and target, tables, keys, columns, relations, the mapping, external versions, the
+index's own settings), not what only decides speed
 (page and batch sizes, partition size, Spark settings).
 """
 
@@ -27,6 +28,7 @@ def _relation(rel: RelationPlan) -> dict[str, Any]:
         "local": rel.local_key,
         "remote": rel.remote_key,
         "order": rel.order_by,
+        "version": rel.version,
         "children": [_relation(c) for c in rel.children],
     }
 
@@ -42,6 +44,11 @@ def plan_fingerprint(plans: dict[str, tuple[IndexPlan, Any]], pipeline: Pipeline
                 "emit": plan.emit,
                 "relations": [_relation(r) for r in plan.relations],
                 "mapping": mapping,
+                # external versions decide which write wins; the index's own settings (analysis)
+                # decide how its documents are indexed
+                "version": plan.version,
+                "join": [plan.join_field, plan.join_parent],
+                "settings": plan.config.settings.to_target(),
             }
             for alias, (plan, mapping) in sorted(plans.items())
         },

@@ -100,7 +100,7 @@ class ReindexJob:
         check_store_reachable_by_executors(p)
         source = open_source(p.source_url(), p.job.source_timeout_s)
         target = open_target(p.target.url, p.base_dir, p.target.options)
-        plans = resolve_plans(p, source, self.aliases)  # config and schema errors first, before any JVM
+        plans = resolve_plans(p, source, self.aliases, target)  # config and schema errors first, before any JVM
         if self._spark_factory is None:
             self._start_spark()
         fingerprint = plan_fingerprint(plans, p)

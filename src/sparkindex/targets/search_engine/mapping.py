@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from sparkindex.documents.overrides import KNOWN_TYPES
 from sparkindex.errors import ConfigError
 from sparkindex.targets.base import HASH_FIELD, SORT_KEY_FIELD
 
@@ -28,32 +29,8 @@ RESERVED_FIELDS = frozenset({SORT_KEY_FIELD, HASH_FIELD, "_id", "_source", "_rou
 
 META_KEY = "sparkindex"
 
-_KNOWN_TYPES = frozenset(
-    {
-        "text",
-        "keyword",
-        "long",
-        "integer",
-        "short",
-        "byte",
-        "double",
-        "float",
-        "half_float",
-        "scaled_float",
-        "boolean",
-        "date",
-        "date_nanos",
-        "object",
-        "nested",
-        "flattened",
-        "flat_object",
-        "ip",
-        "geo_point",
-        "binary",
-        "join",
-        "wildcard",
-    }
-)
+#: the types a field may have: what the planner accepts in overrides, plus the join field it declares
+_KNOWN_TYPES = KNOWN_TYPES | {"join"}
 
 
 def index_mapping(mapping: dict[str, Any], index: str, meta: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,13 @@ ANALYZERS = {
 }
 
 
+#: Elasticsearch's numeric and date variants, indexed as Tantivy's own types (anything else that
+#: is not text or keyword, such as object, nested, ip or geo_point, becomes a JSON field)
+INTEGER_TYPES = frozenset({"long", "integer", "short", "byte"})
+FLOAT_TYPES = frozenset({"double", "float", "half_float", "scaled_float"})
+DATE_TYPES = frozenset({"date", "date_nanos"})
+
+
 @dataclass
 class SchemaPlan:
     """What the converter needs to know about each top-level field."""
@@ -62,13 +69,13 @@ def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
             plan.text_fields.append(name)
         elif ftype == "keyword":
             sb.add_text_field(name, tokenizer_name="raw", fast=True)
-        elif ftype == "long":
+        elif ftype in INTEGER_TYPES:
             sb.add_integer_field(name, indexed=True, fast=True)
-        elif ftype == "double":
+        elif ftype in FLOAT_TYPES:
             sb.add_float_field(name, indexed=True, fast=True)
         elif ftype == "boolean":
             sb.add_boolean_field(name, indexed=True, fast=True)
-        elif ftype == "date":
+        elif ftype in DATE_TYPES:
             sb.add_date_field(name, indexed=True, fast=True)
             plan.dates.append(name)
         else:  # object, nested

@@ -159,12 +159,14 @@ class IndexReader(DataSourceReader):
         if not isinstance(partition, KeySlice):
             raise TypeError(f"{WHERE}: not a slice of this reader: {partition!r}")
         opts, size = self.opts, self.opts.page_size
+        # without a choice of fields, whole sources (the batch picks its columns; no copy per page)
+        fields = None if opts.fields is None else self.columns.fields
         target = opts.open()
         try:
             after = None
             while True:
                 docs = target.read_documents(
-                    self.physical, (partition.lo, partition.hi), after, size, self.columns.fields, opts.query
+                    self.physical, (partition.lo, partition.hi), after, size, fields, opts.query
                 )
                 if docs:
                     yield self.columns.batch(docs)

@@ -488,3 +488,16 @@ def test_index_options_travel_to_tasks(tmp_path: Path) -> None:
     assert b.mapping.root_options() == a.mapping.root_options() == {"dynamic": "strict"}
     assert b.mapping.properties == {"price": {"type": "scaled_float", "scaling_factor": 100}}
     assert (b.version, b.join, b.relations[0].version) == ("updated_at", a.join, "changed")
+
+
+def test_printed_pipeline_hides_target_passwords_and_option_secrets() -> None:
+    text = (
+        "source:\n  url: postgresql://app:src-pw@db/shop\n"
+        "target:\n  url: opensearch://admin:tgt-pw@h1:9200,h2:9200\n"
+        "  options: {api_key: key-secret, password: opt-secret, request_timeout_s: 5}\n"
+        "indexes:\n  - alias: products\n    table: products\n"
+    )
+    pipeline = parse_pipeline(text, origin="p.yaml", base_dir=Path("."))
+    for shown in (repr(pipeline), str(pipeline), repr(pipeline.target), f"{pipeline.target}"):
+        assert not {"src-pw", "tgt-pw", "key-secret", "opt-secret"} & set(re.findall(r"[\w-]+", shown)), shown
+    assert "api_key" in repr(pipeline.target) and "h1:9200" in repr(pipeline.target)

@@ -288,6 +288,12 @@ class TargetConfig(_Strict):
     url: str = "tantivy://index"
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        # options may hold a password or an API key: show which keys are set, not their values
+        return f"TargetConfig(url={redact_url(self.url)!r}, options={sorted(self.options)})"
+
+    __str__ = __repr__
+
 
 class SparkConfig(_Strict):
     # local[N,F]: Spark only retries failed tasks in local mode when F is given.

@@ -26,7 +26,7 @@ from sparkindex.targets.registry import open_target
 from tests.e2e.shop import copy_shop, fresh_database
 
 #: Names, texts and keys a careless pipeline would break on (quotes, escapes, separators, emoji).
-HOSTILE = ["O'Brien \"quoted\"", "back\\slash|pipe", "日本語 テキスト", "emoji 🎉🚀", "tab\there", "%_like_%", ""]
+HOSTILE = ['O\'Brien "quoted"', "back\\slash|pipe", "日本語 テキスト", "emoji 🎉🚀", "tab\there", "%_like_%", ""]
 
 
 @dataclass

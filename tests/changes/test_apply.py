@@ -15,15 +15,15 @@ from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 from sparkindex.documents.builder import make_builder
-from sparkindex.documents.plan import resolve_index
 from sparkindex.documents.mapping import infer_mapping
+from sparkindex.documents.plan import resolve_index
 from sparkindex.keys import document_id
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import Target
 from sparkindex.targets.registry import open_target
 from tests.changes.helpers import HOSTILE
-from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 
 
 @pytest.fixture

@@ -30,9 +30,10 @@ def test_inserts_updates_deletes_and_fan_out_reach_the_index(shop: Shop, spark: 
     author = shop.scalar("SELECT author_id FROM reviews WHERE product_id = 5 ORDER BY id LIMIT 1")
     category = shop.scalar("SELECT category_id FROM products WHERE id = 7")
     products_of_author = {
-        r for (r,) in shop.engine().connect().exec_driver_sql(
-            f"SELECT DISTINCT product_id FROM reviews WHERE author_id = {author}"
-        )
+        r
+        for (r,) in shop.engine()
+        .connect()
+        .exec_driver_sql(f"SELECT DISTINCT product_id FROM reviews WHERE author_id = {author}")
     }
     review = shop.scalar("SELECT id FROM reviews WHERE product_id = 9 ORDER BY id LIMIT 1")
     moved = shop.scalar("SELECT id FROM reviews WHERE product_id = 11 ORDER BY id LIMIT 1")

@@ -32,7 +32,7 @@ from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from tests.e2e.shop import make_shop
 from tests.support.osmem import *  # noqa: F403 (the session's osmem-server, a test double)
-from tests.support.osmem import OsmemCluster, OsmemProcess
+from tests.support.osmem import OsmemCluster, OsmemProcess, cloned_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +44,8 @@ BACKENDS = [pytest.param("tantivy", id="tantivy"), pytest.param("opensearch", id
 @pytest.fixture(scope="module")
 def osmem_module(osmem: OsmemProcess) -> Iterator[OsmemCluster]:
     """An empty osmem-server (TEST DOUBLE) cluster of this module's own."""
-    clone = osmem.request("POST", "/_osmem/clones")
-    assert isinstance(clone, dict)
-    cluster = OsmemCluster(str(clone["url"]), str(clone["id"]), osmem)
-    yield cluster
-    osmem.request("DELETE", f"/_osmem/clones/{cluster.clone_id}")
+    with cloned_cluster(osmem) as cluster:
+        yield cluster
 
 
 def target_url(request: pytest.FixtureRequest, backend: str, root: Path) -> str:

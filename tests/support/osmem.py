@@ -19,6 +19,7 @@ Use from any test package by importing the fixtures into its conftest::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -122,13 +123,22 @@ def osmem() -> Iterator[OsmemProcess]:
     server.stop()
 
 
-@pytest.fixture
-def osmem_cluster(osmem: OsmemProcess) -> Iterator[OsmemCluster]:
+@contextlib.contextmanager
+def cloned_cluster(osmem: OsmemProcess) -> Iterator[OsmemCluster]:
+    """A fresh, empty clone of the server for as long as the block runs (any fixture scope)."""
     clone = osmem.request("POST", "/_osmem/clones")
     assert isinstance(clone, dict)
     cluster = OsmemCluster(str(clone["url"]), str(clone["id"]), osmem)
-    yield cluster
-    osmem.request("DELETE", f"/_osmem/clones/{cluster.clone_id}")
+    try:
+        yield cluster
+    finally:
+        osmem.request("DELETE", f"/_osmem/clones/{cluster.clone_id}")
+
+
+@pytest.fixture
+def osmem_cluster(osmem: OsmemProcess) -> Iterator[OsmemCluster]:
+    with cloned_cluster(osmem) as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -157,6 +167,7 @@ def opensearch_url(proxy: HttpProxy) -> str:
 __all__ = [
     "OsmemCluster",
     "OsmemProcess",
+    "cloned_cluster",
     "elasticsearch_url",
     "es_shim",
     "fault_proxy",

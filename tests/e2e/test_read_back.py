@@ -2,9 +2,10 @@
 
 The shop is reindexed from SQLite, read back, and compared with the documents the database
 builds (an independent path: the builder, not the index); hostile keys written through the
-DataFrame writer come back exactly once across slices. Each runs on Tantivy and on OpenSearch;
-the OpenSearch runs are against osmem-server, an in-memory OpenSearch-compatible TEST DOUBLE (no
-real OpenSearch can be installed here), so they prove sparkindex's side of the exchange only.
+DataFrame writer come back exactly once across slices. Each runs on Tantivy and on OpenSearch
+(the slices on Elasticsearch too); those runs are against osmem-server, an in-memory
+OpenSearch-compatible TEST DOUBLE (behind a shim for the elasticsearch client; no real server
+can be installed here), so they prove sparkindex's side of the exchange only.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from tests.e2e.shop import make_shop
 from tests.support.osmem import *  # noqa: F403 (the session's osmem-server, a test double)
-from tests.support.osmem import OsmemCluster, OsmemProcess, cloned_cluster
+from tests.support.osmem import OsmemCluster, OsmemProcess, cloned_cluster, elasticsearch_url
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +52,8 @@ def osmem_module(osmem: OsmemProcess) -> Iterator[OsmemCluster]:
 def target_url(request: pytest.FixtureRequest, backend: str, root: Path) -> str:
     if backend == "tantivy":
         return f"tantivy://{root}"
+    if backend == "elasticsearch":  # the elasticsearch client needs the shim in front of osmem
+        return elasticsearch_url(request.getfixturevalue("es_shim"))
     cluster: OsmemCluster = request.getfixturevalue("osmem_module")
     return cluster.opensearch_url
 
@@ -179,7 +182,7 @@ HOSTILE_TEXTS = ["", "a", "A", "a|b", "b\\", "\\N", "|", "ü", "Ü", "日本語"
 HOSTILE_NUMBERS: list[int | None] = [None, -(2**40), -1, 0, 1, 99, 2**40]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [*BACKENDS, pytest.param("elasticsearch", id="elasticsearch-on-osmem-test-double")])
 def test_slices_cover_hostile_keys_exactly_once(
     spark: Any, tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:

@@ -83,6 +83,7 @@ class SyncRun:
         consumer: str | None = None,
         lock: bool = True,
         until: Callable[[int], bool] | None = None,
+        holder: str | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.aliases = selected_aliases(pipeline, aliases)
@@ -93,6 +94,7 @@ class SyncRun:
         self.fixed_indexes = dict(indexes or {})
         self.lock = lock
         self.until = until  # extra stop condition on the acknowledged position (catch-up)
+        self.hold_owner = holder  # a reindex's catch-up applies through the holds it placed itself
         self.run_id = uuid.uuid4().hex[:12]
         self.holder = holder_name(self.run_id)
         self.stop_requested = threading.Event()
@@ -338,7 +340,7 @@ class SyncRun:
         is released, then continue from the offsets the reindex handed over."""
         while True:
             saved = self.offsets.offsets(self.group)
-            holds = self.offsets.holds(self.aliases)
+            holds = {a: h for a, h in self.offsets.holds(self.aliases).items() if h.holder != self.hold_owner}
             if not holds:
                 return saved
             for alias, hold in holds.items():

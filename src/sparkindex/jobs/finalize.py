@@ -12,6 +12,8 @@ lock's fencing token.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sparkindex.coordination.records import JobRecord
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
@@ -27,7 +29,10 @@ def finalize_job(
     fence: dict[str, int],
     previous: dict[str, str | None],
     keep_versions: int,
+    catch_up: Any = None,
 ) -> JobRecord:
+    """*catch_up* (:class:`sparkindex.jobs.catch_up.CatchUp`): replays the changes committed
+    during the job into the new versions before the swap, and hands the aliases to live syncs."""
     stats = store.roll_up(job_id, fence=fence)
     job = store.job(job_id)
     if job.status == JobStatus.STOPPING:
@@ -47,6 +52,8 @@ def finalize_job(
     mismatches = []
     for alias, index in job.targets.items():
         target.finish_version(index)
+        if catch_up is not None and catch_up.wrote(job_id, alias):
+            continue  # counted before an earlier run's catch-up wrote changes into it
         held, acknowledged = target.count(index), stats[alias].success if alias in stats else 0
         if held != acknowledged:
             mismatches.append(
@@ -66,10 +73,20 @@ def finalize_job(
             + "; `sparkindex verify` names the ids; rerun with --new after fixing the cause",
             fence=fence,
         )
-    for alias, index in job.targets.items():
-        store.locks.check(alias, fence[alias])
-        target.swap(alias, index, previous.get(alias), fence[alias])
-        target.prune_versions(alias, keep_versions)
+    caught_up = catch_up is not None and catch_up.active(job_id)
+    if caught_up:
+        catch_up.before_swap(job_id, job.targets)
+    try:
+        for alias, index in job.targets.items():
+            store.locks.check(alias, fence[alias])
+            target.swap(alias, index, previous.get(alias), fence[alias])
+            target.prune_versions(alias, keep_versions)
+    except BaseException:
+        if caught_up:
+            catch_up.release(job_id)
+        raise
+    if caught_up:
+        catch_up.after_swap(job_id, job.targets)
     failed_docs = store.dead_letters.count(job_id)
     status = JobStatus.COMPLETED_WITH_ERRORS if failed_docs else JobStatus.COMPLETED
     return store.transition_job(job_id, status, fence=fence)

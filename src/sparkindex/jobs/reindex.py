@@ -105,6 +105,7 @@ class ReindexJob:
             self._start_spark()
         fingerprint = plan_fingerprint(plans, p)
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
+        self.catch_up = self._catch_up(source, store)
         tokens = self._lock_all(store)
         fence = dict(tokens)
         keeper = LockKeeper(store, tokens, p.job.lock_ttl_s, p.job.lock_refresh_s, on_lost=self._on_lock_lost)
@@ -124,7 +125,7 @@ class ReindexJob:
             if keeper.lost:
                 raise LockLost(keeper.lost)
             self.progress.phase("finalizing: restoring settings, checking counts, swapping aliases")
-            job = finalize_job(store, target, job.id, fence, previous, p.job.keep_versions)
+            job = finalize_job(store, target, job.id, fence, previous, p.job.keep_versions, self.catch_up)
         except BaseException as exc:
             if job is not None:
                 self._fail(store, job.id, fence, exc)
@@ -134,6 +135,14 @@ class ReindexJob:
             for alias, token in tokens.items():
                 store.locks.release(alias, token)
         return self._summary(store, source, target, job, plans, time.monotonic() - started)
+
+    def _catch_up(self, source: Any, store: CoordinationStore) -> Any:
+        """Changes committed during the job are replayed before the swap (jobs/catch_up.py)."""
+        from sparkindex.jobs.catch_up import CatchUp, wants_catch_up
+
+        if not wants_catch_up(self.pipeline):
+            return None
+        return CatchUp(self.pipeline, source, store, self.aliases, self._spark)
 
     def _lock_all(self, store: CoordinationStore) -> dict[str, int]:
         tokens: dict[str, int] = {}
@@ -202,6 +211,8 @@ class ReindexJob:
         job = store.create_job(self.aliases, {"aliases": self.aliases}, getpass.getuser(), fingerprint=fingerprint)
         targets = {a: target.create_version(a, m, plan.config.settings.to_target()) for a, (plan, m) in plans.items()}
         store.update_job(job.id, targets=targets)
+        if self.catch_up is not None:  # guarantee 6: the log position before any partition reads
+            self.catch_up.record_start(job.id, targets)
         specs = plan_partitions(
             source,
             [EntityPlanInput(plan.config, plan.table, plan.id_columns) for plan, _ in plans.values()],

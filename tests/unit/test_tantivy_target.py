@@ -188,6 +188,7 @@ def test_scan_hashes_by_key_range_and_by_ids(target: TantivyTarget) -> None:
     assert sorted(int(i) for i, _ in target.scan_hashes(ix, key_range=(lo, hi))) == [0, 7, 10]
     assert sorted(int(i) for i, _ in target.scan_hashes(ix, key_range=(None, lo))) == [-3]
     assert sorted(int(i) for i, _ in target.scan_hashes(ix, key_range=(hi, None))) == [99, 1000]
+    assert len(list(target.scan_hashes(ix, key_range=(None, None)))) == len(keys)
     assert dict(target.scan_hashes(ix, ids=["7", "99"], key_range=(lo, hi))) == {"7": "h7"}
     with pytest.raises(ValueError, match="not a sort key"):
         list(target.scan_hashes(ix, key_range=("x] OR *", None)))

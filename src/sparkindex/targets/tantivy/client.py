@@ -193,7 +193,7 @@ class TantivyTarget(Target):
             if not ids:
                 return
             clauses.append(tantivy.Query.term_set_query(idx.schema, "_id", list(ids)))
-        if key_range is not None and key_range != (None, None):
+        if key_range is not None:
             clauses.append(key_range_query(idx, key_range))
         if not clauses:
             query = tantivy.Query.all_query()
@@ -273,6 +273,8 @@ def key_range_query(idx: tantivy.Index, key_range: KeyBounds) -> tantivy.Query:
     for bound in (lo, hi):
         if bound is not None and not _HEX.fullmatch(bound):
             raise ValueError(f"not a sort key: {bound!r}")
+    if lo is None and hi is None:
+        return tantivy.Query.all_query()  # the parser's `_key:[* TO *]` matches nothing
     return idx.parse_query(f"_key:[{lo or '*'} TO {hi or '*'}" + ("}" if hi else "]"), ["_key"])
 
 

@@ -2,7 +2,9 @@
 # Installs (apt) and starts the database servers the test suite needs, each as a private
 # instance on its own port under $SERVICES_DIR, configured for change capture:
 #   PostgreSQL 15 on 127.0.0.1:55432 (wal_level=logical, wal2json), user/db "sparkindex", trust auth;
-#   MariaDB      on 127.0.0.1:53306 (log_bin, binlog_format=ROW), root without password, db "sparkindex".
+#   MariaDB      on 127.0.0.1:53306 (log_bin, binlog_format=ROW, binlog_row_image=FULL,
+#                binlog_row_metadata=FULL, GTID strict mode: what binlog change capture needs), root without
+#                password, db "sparkindex".
 # Idempotent: a server already answering on its port is reused. Stops nothing it did not start.
 # Also installs Debian's chromium: the web page's test drives it headless (tests/server/test_page.py).
 set -euo pipefail
@@ -58,6 +60,7 @@ if ! mariadb-admin -h 127.0.0.1 -P "$MY_PORT" -u root --silent ping >/dev/null 2
   mariadbd --user=mysql --datadir="$MYDATA" --port="$MY_PORT" --bind-address=127.0.0.1 \
     --socket="$MYDATA/mysqld.sock" --pid-file="$MYDATA/mysqld.pid" --log-error="$MYDATA/error.log" \
     --log-bin="$MYDATA/binlog" --binlog-format=ROW --server-id=1 --max-connections=300 \
+    --binlog-row-image=FULL --binlog-row-metadata=FULL --gtid-strict-mode=ON \
     --innodb-flush-log-at-trx-commit=2 --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
     >/dev/null 2>&1 &
   for _ in $(seq 1 120); do

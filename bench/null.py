@@ -105,7 +105,8 @@ def reindex_into_null(pipeline: Path, rows: int, timeout: float = 7200) -> dict[
         marker = str(pipeline.parent)
         t0, machine0 = time.perf_counter(), _machine_ticks()
         proc = spawn_reindex(pipeline, capture=True)
-        sampler = CpuSampler(proc.pid, marker, every_s=1.0).start()
+        sampler = CpuSampler(proc.pid, marker, every_s=1.0)
+        sampler.start()
         try:
             stdout, _ = proc.communicate(timeout=timeout)
         finally:

@@ -499,7 +499,7 @@ class Api:
         shards = {**SHARDS, "total": len(names), "successful": len(names)}
         if op == "_count":
             return 200, {"count": sum(self.state.indexes[n].docs for n in names), "_shards": shards}
-        hits = {"total": {"value": 0, "relation": "eq"}, "max_score": None, "hits": []}
+        hits: dict[str, Any] = {"total": {"value": 0, "relation": "eq"}, "max_score": None, "hits": []}
         found: dict[str, Any] = {"took": 0, "timed_out": False, "_shards": shards, "hits": hits}
         if scroll:
             found["_scroll_id"] = "null-scroll"
@@ -534,16 +534,16 @@ class Api:
                 "_shards": SHARDS,
             }
         names = st.resolve(expr)
-        version = st.indexes[names[0]].versions.get(doc_id) if names else None
+        stored = st.indexes[names[0]].versions.get(doc_id) if names else None
         if method == "DELETE":
-            if version is None:
+            if stored is None:
                 return 404, {"_index": expr, "_id": doc_id, "result": "not_found"}
             del st.indexes[names[0]].versions[doc_id]
             st.indexes[names[0]].docs = max(0, st.indexes[names[0]].docs - 1)
             return 200, {"_index": names[0], "_id": doc_id, "result": "deleted", "_shards": SHARDS}
-        if version is None:
+        if stored is None:
             return 404, {"_index": expr, "_id": doc_id, "found": False}
-        return 200, {"_index": names[0], "_id": doc_id, "_version": version, "found": True, "_source": {}}
+        return 200, {"_index": names[0], "_id": doc_id, "_version": stored, "found": True, "_source": {}}
 
     def cat(self, what: str, query: dict[str, str]) -> tuple[int, Any]:
         st = self.state

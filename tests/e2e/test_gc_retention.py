@@ -39,10 +39,16 @@ def pipeline_on(tmp_path: Path, url: str, prefix: str) -> Pipeline:
     return load_pipeline(path)
 
 
-def job_in(store: CoordinationStore, path: list[J], age_days: float, targets: dict[str, str] | None = None) -> str:
-    """A job of alias products walked along *path*, two partitions, its clocks *age_days* old."""
-    job = store.create_job(["products"], {"aliases": ["products"]}, "test")
-    specs = [PartitionSpec("products", i, None, None, 10, 10, 0) for i in range(2)]
+def job_in(
+    store: CoordinationStore,
+    path: list[J],
+    age_days: float,
+    targets: dict[str, str] | None = None,
+    alias: str = "products",
+) -> str:
+    """A job of *alias* walked along *path*, two partitions, its clocks *age_days* old."""
+    job = store.create_job([alias], {"aliases": [alias]}, "test")
+    specs = [PartitionSpec(alias, i, None, None, 10, 10, 0) for i in range(2)]
     store.add_partitions(job.id, specs)
     for status in path:
         store.transition_job(job.id, status)
@@ -84,11 +90,14 @@ def test_gc_deletes_what_is_old_and_refuses_running_jobs_and_current_indexes(
     dead = job_in(store, [J.FAILED], 40)  # beyond recovery_max_age_s: no rerun resumes it
     running = job_in(store, [J.READY, J.RUNNING], 40, {"products": v2})
     young = job_in(store, [J.READY, J.RUNNING, J.COMPLETED_WITH_ERRORS], 1)
+    foreign = job_in(store, [J.READY, J.RUNNING, J.COMPLETED], 40, alias="elsewhere")  # another pipeline's
 
     store.dead_letters.add("job-x", "products", None, [("a", "E", "still failing"), ("b", "E", "x"), ("c", "E", "y")])
-    letters = {d.doc_id: d for d in store.dead_letters.list(alias="products")}
-    assert store.dead_letters.resolve([letters["b"], letters["c"]], "redriven") == 2
+    store.dead_letters.add("job-y", "elsewhere", None, [("z", "E", "another pipeline's")])
+    letters = {d.doc_id: d for d in store.dead_letters.list()}
+    assert store.dead_letters.resolve([letters["b"], letters["c"], letters["z"]], "redriven") == 3
     age_resolutions(store, "b", 40)
+    age_resolutions(store, "z", 40)
     runs = VerifyRuns(store)
     runs.record([verify_run("products", "r1", 40), verify_run("products", "r2", 35), verify_run("products", "r3", 0)])
     runs.record([verify_run("gone-alias", "r4", 40)])
@@ -104,10 +113,14 @@ def test_gc_deletes_what_is_old_and_refuses_running_jobs_and_current_indexes(
             ("index", v1): "the current index of alias 'products'",
             ("index", v2): f"job {running} is building or may resume it",
         }
-    assert remaining_jobs(store) == {running: (J.RUNNING, 2), young: (J.COMPLETED_WITH_ERRORS, 2)}
+    assert remaining_jobs(store) == {
+        running: (J.RUNNING, 2),
+        young: (J.COMPLETED_WITH_ERRORS, 2),
+        foreign: (J.COMPLETED, 2),
+    }
     assert target.list_versions("products") == [v1, v2, v4] and target.alias_target("products") == v1
     assert [d.doc_id for d in store.dead_letters.list(alias="products")] == ["a"], "unresolved letters stay"
-    assert [r.letter.doc_id for r in store.dead_letters.resolved()] == ["c"]
+    assert sorted(r.letter.doc_id for r in store.dead_letters.resolved()) == ["c", "z"]
     assert sorted(r.run_id for r in runs.list()) == ["r3", "r4"], "the newest result of each alias stays"
 
 

@@ -224,11 +224,13 @@ class DeadLetterStore:
         return out
 
     @rerun_on_conflict
-    def delete_resolved_before(self, cutoff: float, dry_run: bool = False) -> int:
-        """Forget resolutions older than *cutoff* (``gc``); unresolved letters are never touched."""
+    def delete_resolved_before(self, cutoff: float, aliases: Sequence[str], dry_run: bool = False) -> int:
+        """Forget resolutions of *aliases* older than *cutoff* (``gc``); unresolved letters are never
+        touched, nor the aliases of other pipelines sharing the store."""
         rt = self.resolved_t
+        where = [rt.c.resolved_at < cutoff, rt.c.alias.in_(list(aliases))]
         with self.engine.begin() as conn:
             if dry_run:
-                stmt = sa.select(sa.func.count()).select_from(rt).where(rt.c.resolved_at < cutoff)
+                stmt = sa.select(sa.func.count()).select_from(rt).where(*where)
                 return int(conn.execute(stmt).scalar_one())
-            return int(conn.execute(rt.delete().where(rt.c.resolved_at < cutoff)).rowcount)
+            return int(conn.execute(rt.delete().where(*where)).rowcount)

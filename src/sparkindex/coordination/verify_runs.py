@@ -8,6 +8,7 @@ of the shared schema.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -127,10 +128,13 @@ class VerifyRuns:
             return [self._decode(r) for r in conn.execute(stmt)]
 
     @rerun_on_conflict
-    def delete_before(self, cutoff: float, keep_latest: bool = True, dry_run: bool = False) -> int:
-        """Drop runs finished before *cutoff*; the newest run of each alias stays (*keep_latest*)."""
+    def delete_before(
+        self, cutoff: float, aliases: Sequence[str], keep_latest: bool = True, dry_run: bool = False
+    ) -> int:
+        """Drop runs of *aliases* finished before *cutoff*; the newest run of each alias stays
+        (*keep_latest*): it is what the page shows."""
         t = self.t
-        doomed = sa.select(t.c.run_id, t.c.alias).where(t.c.finished_at < cutoff)
+        doomed = sa.select(t.c.run_id, t.c.alias).where(t.c.finished_at < cutoff, t.c.alias.in_(list(aliases)))
         if keep_latest:
             newest = sa.select(t.c.alias, sa.func.max(t.c.finished_at).label("f")).group_by(t.c.alias).subquery()
             doomed = doomed.where(~sa.exists().where(newest.c.alias == t.c.alias, newest.c.f == t.c.finished_at))

@@ -1,12 +1,14 @@
 """``sparkindex gc --older-than 30d``: forget old jobs, old resolutions, old index versions.
 
-What goes: jobs finished before the cutoff with their partitions (:mod:`coordination.retention`
-decides which may), dead-letter resolutions older than the cutoff, verify results older than it
-(the newest of each alias stays: it is what the page shows), and each alias's index versions
-beyond ``job.keep_versions``. What never goes, and is reported as kept with the reason: a job that
-is running or that a rerun would resume, the index an alias points at, and any version an
-unfinished job is building or would resume into. Unresolved dead letters stay whatever their age.
-``--dry-run`` reports the same without deleting.
+What goes, of the pipeline's aliases only (several pipelines may share a store): jobs finished
+before the cutoff with their partitions (:mod:`coordination.retention` decides which may),
+dead-letter resolutions older than the cutoff, verify results older than it (the newest of each
+alias stays: it is what the page shows), and index versions beyond ``job.keep_versions``.
+
+What never goes, and is reported as kept with the reason: a job that is running or that a rerun
+would resume, the index an alias points at, and any version an unfinished job is building or
+would resume into. Unresolved dead letters stay whatever their age. ``--dry-run`` reports the
+same without deleting.
 """
 
 from __future__ import annotations
@@ -56,9 +58,10 @@ def collect_garbage(
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     try:
+        aliases = selected_aliases(pipeline, None)
         _jobs(store, pipeline, report, now)
-        report.dead_letters_deleted = store.dead_letters.delete_resolved_before(report.cutoff, dry_run)
-        report.verify_runs_deleted = VerifyRuns(store).delete_before(report.cutoff, dry_run=dry_run)
+        report.dead_letters_deleted = store.dead_letters.delete_resolved_before(report.cutoff, aliases, dry_run)
+        report.verify_runs_deleted = VerifyRuns(store).delete_before(report.cutoff, aliases, dry_run=dry_run)
         _versions(store, target, pipeline, report)
     finally:
         target.close()
@@ -67,7 +70,9 @@ def collect_garbage(
 
 
 def _jobs(store: CoordinationStore, pipeline: Pipeline, report: GcReport, now: float) -> None:
-    doomed, kept = classify_jobs(store.jobs(), report.cutoff, now, pipeline.job.recovery_max_age_s)
+    mine = set(selected_aliases(pipeline, None))  # a store may be shared: other pipelines' jobs stay
+    jobs = [j for j in store.jobs() if set(j.aliases) <= mine]
+    doomed, kept = classify_jobs(jobs, report.cutoff, now, pipeline.job.recovery_max_age_s)
     report.kept += kept
     retention = Retention(store)
     if report.dry_run:

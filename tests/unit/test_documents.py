@@ -727,3 +727,22 @@ def test_mapping_override_errors_name_the_key_path(source: Source, override: dic
     with pytest.raises(ConfigError) as err:
         mapped(source, mapping=override)
     assert str(err.value) == expected
+
+
+def test_float_paths_leave_out_relations_without_floats() -> None:
+    import sqlalchemy as sa
+
+    from sparkindex.documents.floats import float_paths, non_finite_path
+    from sparkindex.documents.plan import RelationPlan
+    from sparkindex.sources.base import Column, TableInfo
+
+    def table(name: str, column: str, kind: sa.types.TypeEngine[Any]) -> TableInfo:
+        t = sa.Table(name, sa.MetaData(), sa.Column(column, kind))
+        return TableInfo(name, {column: Column(column, kind, True)}, (), (), t)
+
+    tags = RelationPlan("tags", "nested", table("tags", "label", sa.Text()), ["label"], ["id"], ["pid"], [])
+    prices = RelationPlan("prices", "nested", table("prices", "amount", sa.Float()), ["amount"], ["id"], ["pid"], [])
+    paths = float_paths(table("p", "name", sa.Text()), ["name"], [tags, prices])
+    assert paths == (frozenset(), {"prices": (frozenset({"amount"}), {})})
+    doc = {"name": "x", "tags": [{"label": "a"}], "prices": [{"amount": 1.0}, {"amount": float("nan")}]}
+    assert non_finite_path(doc, paths) == "prices.amount"

@@ -112,6 +112,13 @@ def test_websocket_streams_a_real_reindex_to_completed(
     assert after["sparkindex_partitions_closed"] == {(): 0.0}
     durations = {s.labels.get("le"): s.value for s in after["sparkindex_partition_duration_seconds:samples"]}
     assert durations["+Inf"] == PARTITIONS and after["sparkindex_partition_duration_seconds:type"] == "histogram"
+    # bulk latency, timed by the workers and carried through the store: at least one bulk per
+    # partition (PRODUCTS / 250-document batches), cumulative buckets, a positive sum
+    bulk = {s.labels.get("le"): s.value for s in after["sparkindex_bulk_latency_seconds:samples"] if "le" in s.labels}
+    counts = [bulk[le] for le in sorted((k for k in bulk if k != "+Inf"), key=float)] + [bulk["+Inf"]]
+    assert counts == sorted(counts) and bulk["+Inf"] >= PRODUCTS // 250
+    bulk_sum = [s.value for s in after["sparkindex_bulk_latency_seconds:samples"] if s.name.endswith("_sum")]
+    assert bulk_sum and bulk_sum[0] > 0
     # the seed's error counters: no false zeros while the store does not record them
     assert after["sparkindex_partition_not_found_errors:samples"] == []
     assert after["sparkindex_partition_update_errors:samples"] == []

@@ -20,6 +20,7 @@ from sparkindex.coordination.states import PartitionStatus
 from sparkindex.jobs.head_start import HeadStart
 from sparkindex.spark.context import WorkerContext
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
+from sparkindex.worker.latency import LatencyHistogram
 
 P = PartitionStatus
 
@@ -54,6 +55,8 @@ def test_head_start_and_the_pass_share_the_partitions_exactly_once(tmp_path: Pat
     done = store.partitions(job_id)
     assert {p.status for p in done} == {P.COMPLETED}
     assert sum(p.success_count for p in done) == 1200
+    # every partition timed its bulk requests into its stored latency histogram
+    assert all(LatencyHistogram.from_json(p.bulk_latency).count >= 1 for p in done)
     target.finish_version(index)
     assert target.count(index) == 1200
     assert not HeadStart.wanted(pipeline, session), "a ready session needs no head start"

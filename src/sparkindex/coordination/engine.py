@@ -80,12 +80,17 @@ def _v4_fingerprint_and_attempt_key(conn: sa.Connection, tables: Tables) -> None
     conn.execute(sa.text(f"ALTER TABLE {tables.dead_letter.name} ADD COLUMN attempt_key VARCHAR(512)"))
 
 
+def _v5_bulk_latency(conn: sa.Connection, tables: Tables) -> None:
+    conn.execute(sa.text(f"ALTER TABLE {tables.partition.name} ADD COLUMN bulk_latency TEXT"))
+
+
 #: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
 #: sparkindex never loses the state of unfinished jobs.
 MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
     2: _v2_partition_writer,
     3: _v3_claim_order_index,
     4: _v4_fingerprint_and_attempt_key,
+    5: _v5_bulk_latency,
 }
 
 

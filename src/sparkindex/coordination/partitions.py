@@ -184,6 +184,7 @@ class PartitionRows(StoreBase):
             "failed_count": pt.c.failed_count + bad,
             "cursor": sa.func.coalesce(sa.bindparam("b_cursor", type_=sa.Text), pt.c.cursor),
             "writer": sa.func.coalesce(sa.bindparam("b_writer", type_=sa.String), pt.c.writer),
+            "bulk_latency": sa.func.coalesce(sa.bindparam("b_latency", type_=sa.Text), pt.c.bulk_latency),
             "last_heartbeat": now,
         }
         conditions = [
@@ -242,8 +243,10 @@ class PartitionRows(StoreBase):
         failed: int,
         writer: str | None,
         to: PartitionStatus | None,
+        latency: str | None = None,
     ) -> None:
         params = {
+            "b_latency": latency,
             "b_id": partition_id,
             "b_token": token,
             "b_ok": success,
@@ -263,9 +266,11 @@ class PartitionRows(StoreBase):
         success: int,
         failed: int,
         writer: str | None = None,
+        latency: str | None = None,
     ) -> None:
-        """Record an acknowledged batch: move the cursor, add the counts, renew the lease."""
-        self._progress(self._progress_stmt, partition_id, token, cursor, success, failed, writer, None)
+        """Record an acknowledged batch: move the cursor, add the counts, renew the lease (and
+        store the partition's bulk latency histogram, :mod:`sparkindex.worker.latency`)."""
+        self._progress(self._progress_stmt, partition_id, token, cursor, success, failed, writer, None, latency)
 
     def heartbeat(self, partition_id: str, token: int) -> None:
         """Renew the lease while a long page is being read (no batch acknowledged yet)."""
@@ -279,9 +284,10 @@ class PartitionRows(StoreBase):
         success: int = 0,
         failed: int = 0,
         writer: str | None = None,
+        latency: str | None = None,
     ) -> None:
         """Finish the partition, its last acknowledged batch folded in: one statement, not two."""
-        self._progress(self._complete_stmt, partition_id, token, cursor, success, failed, writer, P.COMPLETED)
+        self._progress(self._complete_stmt, partition_id, token, cursor, success, failed, writer, P.COMPLETED, latency)
 
     def release(self, partition_id: str, token: int) -> None:
         """Give a partition back untouched by failure (graceful stop); its cursor is kept."""

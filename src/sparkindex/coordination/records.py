@@ -90,6 +90,8 @@ class PartitionRecord:
     last_error: str | None
     retry_count: int
     reopen_at: float | None
+    #: bulk latency histogram so far (JSON, :mod:`sparkindex.worker.latency`)
+    bulk_latency: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> PartitionRecord:

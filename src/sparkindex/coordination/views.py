@@ -34,12 +34,15 @@ from sparkindex.coordination.stats import PartitionStats
 from sparkindex.coordination.tables import make_tables
 from sparkindex.errors import PermanentError
 from sparkindex.keys import load_key
+from sparkindex.worker.latency import LatencyHistogram
 
 #: Jobs a watcher shows as live: they hold (or are about to hold) workers.
 ACTIVE_JOB_STATES = (JobStatus.INITIALIZING, JobStatus.READY, JobStatus.RUNNING, JobStatus.STOPPING)
 
 #: Upper bounds (seconds) of the partition duration histogram.
 DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+#: bulk latency is reported over the partitions of this many most recent jobs
+LATENCY_JOBS = 50
 
 
 def read_engine(url: str) -> Engine:
@@ -135,6 +138,8 @@ class MetricsSnapshot:
     durations: list[int]  # cumulative counts per DURATION_BUCKETS bound, then +Inf
     duration_sum: float
     active: list[tuple[JobRecord, dict[str, EntityStats]]]
+    #: bulk requests of the recent jobs' partitions, merged (:mod:`sparkindex.worker.latency`)
+    bulk_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
 @dataclass(frozen=True)
@@ -327,8 +332,15 @@ class StoreViews:
                     sa.func.sum(sa.case((finished, took), else_=0.0)),
                 )
             ).one()
+            recent = sa.select(jt.c.id).order_by(jt.c.created_at.desc()).limit(LATENCY_JOBS).scalar_subquery()
+            latency = LatencyHistogram()
+            for (text,) in conn.execute(
+                sa.select(pt.c.bulk_latency).where(pt.c.bulk_latency.is_not(None), pt.c.job_id.in_(recent))
+            ):
+                latency.merge(LatencyHistogram.from_json(text))
         active = [(job, self.stats(job.id)) for job in self.active_jobs()]
         return MetricsSnapshot(
+            bulk_latency=latency,
             jobs_by_status=jobs,
             partitions_by_status=parts,
             partitions_created=int(created or 0),

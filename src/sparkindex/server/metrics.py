@@ -100,6 +100,12 @@ class StoreCollector(Collector):
         bounds = [str(b) for b in DURATION_BUCKETS] + ["+Inf"]
         hist.add_metric([], list(zip(bounds, snap.durations, strict=True)), sum_value=snap.duration_sum)
         yield hist
+        bulk = HistogramMetricFamily(
+            "sparkindex_bulk_latency_seconds",
+            "bulk requests to the target as the partition workers timed them (recent jobs)",
+        )
+        bulk.add_metric([], snap.bulk_latency.cumulative(), sum_value=snap.bulk_latency.total_s)
+        yield bulk
 
     def _documents(self, snap: MetricsSnapshot) -> Iterator[Metric]:
         ok = CounterMetricFamily(

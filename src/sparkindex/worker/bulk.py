@@ -26,6 +26,8 @@ class BulkOutcome:
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (doc_id, error_class, message)
     #: with ``unsynced``: where each request landed; durable only after a sync to the last of them
     marks: list[WriteMark] = field(default_factory=list)
+    #: how long each request took, failed ones included (bulk latency for the metrics)
+    latencies: list[float] = field(default_factory=list)
 
 
 def bulk_with_retries(
@@ -46,6 +48,7 @@ def bulk_with_retries(
     todo = list(items)
     attempt = 0
     while todo:
+        started = time.monotonic()
         try:
             if unsynced:
                 results, mark = target.bulk_unsynced(index, todo)
@@ -54,6 +57,7 @@ def bulk_with_retries(
             else:
                 results = target.bulk(index, todo)
         except TransientError as exc:
+            outcome.latencies.append(time.monotonic() - started)
             if attempt >= retries:
                 raise
             attempt += 1
@@ -63,6 +67,7 @@ def bulk_with_retries(
             )
             sleep(delay)
             continue
+        outcome.latencies.append(time.monotonic() - started)
         retry: list[BulkItem] = []
         for item, res in zip(todo, results, strict=True):  # one result per item, in order
             if res.ok:

@@ -34,6 +34,7 @@ from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem, Target
 from sparkindex.worker.bulk import BulkOutcome, bulk_with_retries
+from sparkindex.worker.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,8 @@ class _Attempt:
         self._in_flight: deque[tuple[_Batch, Future[BulkOutcome]]] = deque()
         self._applied: deque[tuple[_Batch, BulkOutcome]] = deque()
         self._last_sync = time.monotonic()
+        #: the partition's bulk latency so far (earlier attempts included), saved with progress
+        self.latency = LatencyHistogram.from_json(rec.bulk_latency)
 
     def run(self) -> tuple[OutcomeStatus, str | None]:
         rec, s = self.rec, self.w.s
@@ -290,6 +293,8 @@ class _Attempt:
     def _collect_oldest(self) -> None:
         batch, future = self._in_flight.popleft()
         outcome = future.result()  # TransientError here: the target stayed down
+        for seconds in outcome.latencies:
+            self.latency.observe(seconds)
         batch.items = []  # the documents are the target's now; keep only what the ack records
         self._applied.append((batch, outcome))
 
@@ -297,7 +302,7 @@ class _Attempt:
         while self._in_flight:
             self._collect_oldest()
         if complete and not self._applied:
-            self.w.store.complete(self.rec.id, self.rec.claim_token)
+            self.w.store.complete(self.rec.id, self.rec.claim_token, latency=self.latency.to_json())
             return
         self._sync_and_acknowledge(complete)
 
@@ -315,10 +320,13 @@ class _Attempt:
             failures = [*batch.build_failures, *outcome.failures]
             if failures:
                 store.dead_letters.add(self.w.job_id, rec.entity, rec.id, failures)
+            latency = self.latency.to_json() if not self._applied else None  # once per acknowledgement
             if complete and not self._applied:
-                store.complete(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures))
+                store.complete(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures), latency=latency)
             else:
-                store.save_progress(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures))
+                store.save_progress(
+                    rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures), latency=latency
+                )
             self.acked_cursor = batch.cursor
             self.indexed += outcome.success
             self.failed += len(failures)

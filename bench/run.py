@@ -10,7 +10,9 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
 - ``memory``: peak RSS per Spark Python worker at a small and a large row count (bench/memory.py);
 - ``verify``: verify on Spark against the reindex's own docs/s, the shop at ``BENCH_ROWS`` (bench/verify.py);
 - ``null``: ``reindex_null``, ~2 KB nested documents from PostgreSQL into a null bulk endpoint
-  (the pipeline's own cost) against a COPY ceiling and the PGSync peer figure (bench/null.py).
+  (the pipeline's own cost) against a COPY ceiling and the PGSync peer figure (bench/null.py);
+- ``sync``: ``sync_latency`` (commit to searchable at a steady rate) and ``catch_up`` (a backlog
+  replayed), PostgreSQL and MariaDB (bench/sync.py).
 
 Every reindex figure is end to end (``sparkindex reindex`` as a subprocess, Spark start-up
 included) against the naive single-process loop (bench/naive.py) on the same data in the same run.
@@ -42,7 +44,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL = ("pg", "claims", "tantivy", "large", "resume", "memory", "null", "verify")
+ALL = ("pg", "claims", "tantivy", "large", "resume", "memory", "null", "verify", "sync")
 QUICK = {
     "BENCH_ROWS": "20000",
     "BENCH_LARGE_ROWS": "20000",
@@ -51,6 +53,9 @@ QUICK = {
     "BENCH_MEMORY_LARGE": "50000",
     "BENCH_MEMORY_PARTITION": "2000",
     "BENCH_NULL_ROWS": "20000",
+    "BENCH_CATCHUP_CHANGES": "20000",
+    "BENCH_CATCHUP_ROWS": "2000",
+    "BENCH_SYNC_SECONDS": "10",
 }
 
 
@@ -121,7 +126,7 @@ def main() -> None:
     rows = int(os.environ.get("BENCH_ROWS", "1000000"))
     large_rows = int(os.environ.get("BENCH_LARGE_ROWS", "500000"))
     names = selected()
-    if {"pg", "claims", "large", "resume", "null"} & set(names):
+    if {"pg", "claims", "large", "resume", "null", "sync"} & set(names):
         services()
     from bench.large import bench_shop
     from bench.memory import bench_memory
@@ -136,6 +141,7 @@ def main() -> None:
         "memory": lambda: [bench_memory()],
         "null": null_lines,
         "verify": lambda: [importlib.import_module("bench.verify").bench_verify(rows)],
+        "sync": lambda: importlib.import_module("bench.sync").main_lines(),  # sync_latency, catch_up
     }
     failed = []
     for name in names:

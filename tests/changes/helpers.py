@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from sparkindex.changes.runner import SyncRun, SyncSummary
@@ -97,6 +98,45 @@ def make_pg_shop(directory: Path, server_url: str, products: int = 200, extra: s
     # a review's delete must reveal its product_id to find the product it belonged to
     shop.sql("ALTER TABLE reviews REPLICA IDENTITY FULL")
     return shop
+
+
+def make_shop(kind: str, directory: Path, services: dict[str, str], products: int = 200) -> Shop:
+    """The shop on PostgreSQL (slot, REPLICA IDENTITY FULL on reviews) or MariaDB (binlog)."""
+    if kind == "postgres":
+        return make_pg_shop(directory, services["postgres"], products)
+    directory.mkdir(parents=True, exist_ok=True)
+    generate_shop(directory / "shop.db", products)
+    url = fresh_database(services["mysql"], f"chg_{uuid.uuid4().hex[:10]}")
+    copy_shop(directory / "shop.db", normalize_url(url))
+    slot = f"t{uuid.uuid4().hex[:8]}"
+    return Shop(directory, url, write_pipeline(directory, url, slot), slot)
+
+
+def drop_shop(kind: str, shop: Shop, services: dict[str, str]) -> None:
+    if kind == "postgres":
+        drop_pg_shop(shop, services["postgres"])
+        return
+    engine = sa.create_engine(normalize_url(services["mysql"]), isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {sa.make_url(shop.url).database}")
+    engine.dispose()
+
+
+def commit_position(kind: str, conn: sa.Connection) -> int:
+    """The log position of this session's last commit, or one at or past it (PostgreSQL)."""
+    if kind == "postgres":
+        from sparkindex.sources.postgres.changes import lsn_int
+
+        return lsn_int(str(conn.exec_driver_sql("SELECT pg_current_wal_insert_lsn()::text").scalar()))
+    from sparkindex.sources.mysql.changes import gtid_seq
+
+    return gtid_seq(str(conn.exec_driver_sql("SELECT @@last_gtid").scalar()))
+
+
+KINDS = [
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
 
 
 def drop_pg_shop(shop: Shop, server_url: str) -> None:

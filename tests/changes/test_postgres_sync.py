@@ -27,6 +27,11 @@ def shop(tmp_path: Path, services: dict[str, str], spark: Any) -> Iterator[Shop]
 
 
 def test_inserts_updates_deletes_and_fan_out_reach_the_index(shop: Shop, spark: Any) -> None:
+    exercise_changes(shop, spark)
+
+
+def exercise_changes(shop: Shop, spark: Any) -> None:
+    """Inserts, updates and deletes on root, nested and object tables, two-level fan-out."""
     author = shop.scalar("SELECT author_id FROM reviews WHERE product_id = 5 ORDER BY id LIMIT 1")
     category = shop.scalar("SELECT category_id FROM products WHERE id = 7")
     products_of_author = {

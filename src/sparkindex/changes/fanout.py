@@ -87,7 +87,9 @@ class FanOut:
         return out
 
     # -- the walk ----------------------------------------------------------------------------------
-    def root_keys(self, changes: Iterable[Change]) -> RootKeys:
+    def root_keys(self, changes: Iterable[Change], include_deferred: bool = False) -> RootKeys:
+        """The root keys *changes* touch; changes below a deferred relation are set aside
+        (unless *include_deferred*: the deferred refresh itself)."""
         out = RootKeys({}, [])
         # Per route, the link values to walk up and the newest position each came with.
         pending: dict[tuple[str, int], dict[Key, int]] = {}
@@ -98,7 +100,7 @@ class FanOut:
                     if key is not None:
                         out.add(key, change.position)
             for n, route in enumerate(self.routes.get(change.table, ())):
-                if route.deferred:
+                if route.deferred and not include_deferred:
                     out.deferred.append(change)
                     continue
                 values = pending.setdefault((change.table, n), {})

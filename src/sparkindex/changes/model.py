@@ -96,4 +96,5 @@ class Batch:
     ts: float = 0.0
     #: the source has more committed changes than this batch holds (a read limit was hit)
     more: bool = False
+    #: source-specific facts; ``incomplete``: the read stopped before the end it was asked for
     extra: dict[str, Any] = field(default_factory=dict)

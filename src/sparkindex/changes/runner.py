@@ -14,6 +14,7 @@ One sync runs per consumer group at a time (a lock, ``sync:<group>``, kept alive
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import shutil
 import tempfile
@@ -103,6 +104,10 @@ class SyncRun:
         self._batch_running = threading.Event()
         self._acked: dict[str, Any] | None = None
         self._next_lag_check = 0.0
+        self._deferred_day: dt.date | None = None
+        #: set once the streaming query runs; ``on_ack(position)`` after every acknowledged batch
+        self.streaming = threading.Event()
+        self.on_ack: Callable[[int], None] | None = None
         self.error: BaseException | None = None
 
     # -- setup -------------------------------------------------------------------------------------
@@ -206,6 +211,7 @@ class SyncRun:
             .queryName(f"sparkindex-sync-{self.run_id}")
             .start()
         )
+        self.streaming.set()
         try:
             self._watch(query)
         finally:
@@ -221,6 +227,7 @@ class SyncRun:
         while not self.stop_requested.is_set():
             if query.awaitTermination(0.2):
                 break
+            self._maybe_apply_deferred()
             if self.error is not None:
                 break
             if self._done(query):
@@ -237,6 +244,19 @@ class SyncRun:
                 break
             query.awaitTermination(0.1)
 
+    def _maybe_apply_deferred(self) -> None:
+        """``sync.deferred_at``: the daily refresh of deferred relations, beside the stream."""
+        from sparkindex.changes.deferred import apply_deferred, due
+
+        if self.until is not None or not due(self.pipeline.sync.deferred_at, self._deferred_day):
+            return
+        self._deferred_day = dt.date.today()
+        try:
+            result = apply_deferred(self.pipeline, self.aliases, self.group, spark=self._spark())
+            log.warning("deferred changes applied: %s", result)
+        except SparkIndexError as exc:
+            log.error("applying deferred changes failed (retried tomorrow, or run sync --apply-deferred): %s", exc)
+
     def _done(self, query: Any) -> bool:
         """Caught up: no batch is being applied and the source has nothing after the acknowledged
         offset up to the head recorded at start. Asked of the source itself, not of Spark's status
@@ -248,11 +268,13 @@ class SyncRun:
         acked = self._acked or self._start_offset()
         if self.until is not None and not self.until(self.changes.position(acked)):
             return False
+        if self._until is not None and self.changes.position(acked) >= self.changes.position(self._until):
+            return True  # the source's positions are exact there (a GTID), no need to read
         try:
             pending = self.changes.read(acked, 1, self._until)
         except TransientError:
             return False
-        return not pending.changes
+        return not pending.changes and not pending.extra.get("incomplete")
 
     def _start_offset(self) -> dict[str, Any]:
         saved = self.offsets.offsets(self.group)
@@ -306,6 +328,8 @@ class SyncRun:
         self.totals.batches += 1
         self.totals.position = position
         self._acked = offset
+        if self.on_ack is not None:
+            self.on_ack(position)
         # the log may let go of what every alias of the group has applied
         saved = self.offsets.offsets(self.group)
         lowest = min(saved.values(), key=lambda o: o.position)

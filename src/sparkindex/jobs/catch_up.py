@@ -41,8 +41,10 @@ from sparkindex.sources.base import Source
 
 log = logging.getLogger(__name__)
 
-#: Rounds before the live syncs are paused for the last one, at most.
-MAX_ROUNDS = 20
+#: Rounds before the live syncs are paused for the last one, at most; and how much shorter a
+#: round must be than the one before for another to be worth it.
+MAX_ROUNDS = 5
+SHRINK = 0.7
 #: How long a live sync may take to finish its batch and pause.
 PAUSE_TIMEOUT_S = 120.0
 
@@ -109,12 +111,19 @@ class CatchUp:
     def before_swap(self, job_id: str, targets: dict[str, str]) -> None:
         self._job = job_id
         lag = self.pipeline.sync.catch_up_lag_s
+        previous: float | None = None
         for n in range(MAX_ROUNDS):
             started = time.monotonic()
             summary = self._round(job_id, targets)
-            log.info("catch-up round %d: %d applied, %d deleted", n + 1, summary.applied, summary.deleted)
-            if time.monotonic() - started <= lag or summary.applied + summary.deleted == 0:
+            took = time.monotonic() - started
+            log.info(
+                "catch-up round %d: %d applied, %d deleted in %.1f s", n + 1, summary.applied, summary.deleted, took
+            )
+            # Done when close to the head, or when rounds stop getting shorter: under a steady
+            # stream of writes each round takes its own start-up time plus what came meanwhile.
+            if took <= lag or summary.applied + summary.deleted == 0 or (previous and took > SHRINK * previous):
                 break
+            previous = took
         for alias in self.aliases:
             self.offsets.hold(alias, self._holder(job_id))
         try:

@@ -1,0 +1,172 @@
+"""A private MariaDB server, so that the test may restart it and change its settings (the shared
+one serves other tests): a running `sparkindex sync` survives a restart by itself, and a server
+without binlog_row_metadata = FULL is refused with a clear error (exit 2) naming the setting."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from sparkindex.config.model import normalize_url
+from sparkindex.demo.shop import generate_shop
+from tests.changes.helpers import HOSTILE, Shop, wait_until, write_pipeline
+from tests.e2e.shop import copy_shop, fresh_database
+
+pytestmark = [pytest.mark.mysql, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PrivateMariaDB:
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="sparkindex-my-"))
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.data.mkdir()
+        shutil.chown(self.dir, "mysql", "mysql")
+        shutil.chown(self.data, "mysql", "mysql")
+        subprocess.run(
+            [
+                "mariadb-install-db",
+                "--user=mysql",
+                f"--datadir={self.data}",
+                "--auth-root-authentication-method=normal",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"mysql://root@127.0.0.1:{self.port}/mysql"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                "mariadbd",
+                "--user=mysql",
+                f"--datadir={self.data}",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                f"--socket={self.dir}/mysqld.sock",
+                f"--log-error={self.dir}/error.log",
+                f"--log-bin={self.dir}/binlog",
+                "--binlog-format=ROW",
+                "--binlog-row-image=FULL",
+                "--binlog-row-metadata=FULL",
+                "--server-id=1",
+                "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_bin",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120
+        while subprocess.run(
+            ["mariadb-admin", "-h", "127.0.0.1", "-P", str(self.port), "-u", "root", "--silent", "ping"],
+            capture_output=True,
+        ).returncode:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"private MariaDB did not start; see {self.dir}/error.log")
+            time.sleep(0.2)  # polling the server until it answers
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=120)
+            self.proc = None
+
+    def destroy(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PrivateMariaDB]:
+    my = PrivateMariaDB()
+    yield my
+    my.destroy()
+
+
+@pytest.fixture
+def shop(tmp_path: Path, server: PrivateMariaDB, spark: Any) -> Shop:
+    directory = tmp_path / "shop"
+    directory.mkdir()
+    generate_shop(directory / "shop.db", 100)
+    url = fresh_database(server.url, f"chg_{uuid.uuid4().hex[:8]}")
+    copy_shop(directory / "shop.db", normalize_url(url))
+    shop = Shop(directory, url, write_pipeline(directory, url, "unused"), "unused")
+    shop.reindex(spark)
+    shop.sync(spark)
+    return shop
+
+
+def test_sync_recovers_from_a_mariadb_restart_by_itself(shop: Shop, server: PrivateMariaDB, cli: Path) -> None:
+    proc = subprocess.Popen(
+        [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        shop.sql("UPDATE products SET name = :n WHERE id = 1", params={"n": HOSTILE[0]})
+        wait_until(lambda: (shop.document("1") or {}).get("name") == HOSTILE[0], 300, "the first update")
+        server.stop()
+        server.start()
+        shop.sql("UPDATE products SET name = :n WHERE id = 2", params={"n": HOSTILE[1]})
+        shop.sql("DELETE FROM reviews WHERE product_id = 3")
+        shop.sql("DELETE FROM products WHERE id = 3")
+        wait_until(
+            lambda: (shop.document("2") or {}).get("name") == HOSTILE[1] and shop.document("3") is None,
+            300,
+            "the changes after the restart",
+        )
+        assert proc.poll() is None, "sync must survive the restart"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert shop.verify().clean
+
+
+def test_missing_binlog_row_metadata_is_refused(shop: Shop, server: PrivateMariaDB, cli: Path) -> None:
+    admin = sa.create_engine(normalize_url(server.url), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql("SET GLOBAL binlog_row_metadata = MINIMAL")
+    try:
+        done = subprocess.run(
+            [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml"), "--until-caught-up"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert "binlog_row_metadata" in done.stderr and "FULL" in done.stderr
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql("SET GLOBAL binlog_row_metadata = FULL")
+        admin.dispose()

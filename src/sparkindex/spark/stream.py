@@ -16,6 +16,7 @@ are upserts and deletes by id with external versions, so a repeat changes nothin
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -108,11 +109,25 @@ class ChangeStreamReader(DataSourceStreamReader):
         batch = self._stash.pop(_key(end), None)
         if batch is None:  # planned by an earlier reader process: read the same range again
             batch = self._changes().read(start, 1 << 30, end)
-        rows = [c.to_row() for c in batch.changes]
         closing = end_row(end, self._changes().position(end), batch.ts)
-        chunks = [rows[i : i + CHANGES_PER_TASK] for i in range(0, len(rows), CHANGES_PER_TASK)] or [[]]
+        chunks = self._by_row(batch.changes)
         chunks[0] = [closing, *chunks[0]]
         return [ChangePartition(chunk) for chunk in chunks]
+
+    def _by_row(self, changes: list[Change]) -> list[list[tuple[Any, ...]]]:
+        """Changes split into tasks by the row they touch (its key or link columns), so that all
+        changes of a row meet in one task and its documents are rebuilt once per batch."""
+        n = max(1, -(-len(changes) // CHANGES_PER_TASK))
+        if n == 1:
+            return [[c.to_row() for c in changes]]
+        links = {t["name"]: list(t["link_columns"]) for t in self.spec["tables"]}
+        chunks: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
+        for c in changes:
+            image = c.new or c.old or {}
+            # link values alone: a product and its reviews (product_id) land in the same task
+            key = orjson.dumps([image.get(col) for col in links.get(c.table, ())], default=str)
+            chunks[zlib.crc32(key) % n].append(c.to_row())
+        return chunks
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, ChangePartition)

@@ -114,6 +114,11 @@ class SyncRun:
     def prepare(self) -> None:
         """Resolve plans and check the source (config errors, exit 2) before any JVM starts."""
         p = self.pipeline
+        if p.sync.offsets != "store":
+            raise ConfigError(
+                f"{p.origin}: sync.offsets: offsets kept in the target's index are not available yet; "
+                "use offsets: store (the coordination store, reachable by every node)"
+            )
         self.source = open_source(p.source_url(), p.job.source_timeout_s)
         self.target = open_target(p.target.url, p.base_dir, p.target.options)
         self.fanouts = [FanOut(resolve_consumer_plan(p, self.source, a), self.source) for a in self.aliases]

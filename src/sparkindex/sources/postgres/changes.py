@@ -1,8 +1,10 @@
 """PostgreSQL change capture: a logical replication slot read with wal2json (format-version 2)
 through the SQL slot functions.
 
-Chosen over psycopg2's streaming ``LogicalReplicationConnection`` (``bench/sync.py`` measures
-both): a Structured Streaming batch is planned, then applied, then acknowledged, which is exactly
+Chosen over psycopg2's streaming ``LogicalReplicationConnection`` by measurement
+(``bench/sync.py``, ``pg_decoding``: 200,000 row changes decoded at 98k-124k rows/s through peek
+and advance, 43k-73k rows/s read message by message from the stream, on this 2-core machine under
+load), and because it fits: a Structured Streaming batch is planned, applied, then acknowledged, which is exactly
 ``pg_logical_slot_peek_changes`` (read without consuming), the sink, then
 ``pg_replication_slot_advance`` (consume). Nothing is consumed before the target acknowledged it,
 a crash simply peeks the same transactions again, and any connection can do it (no replication

@@ -332,7 +332,8 @@ class StoreViews:
                     sa.func.sum(sa.case((finished, took), else_=0.0)),
                 )
             ).one()
-            recent = sa.select(jt.c.id).order_by(jt.c.created_at.desc()).limit(LATENCY_JOBS).scalar_subquery()
+            # two queries: MySQL/MariaDB refuse LIMIT inside an IN subquery
+            recent = list(conn.scalars(sa.select(jt.c.id).order_by(jt.c.created_at.desc()).limit(LATENCY_JOBS)))
             latency = LatencyHistogram()
             for (text,) in conn.execute(
                 sa.select(pt.c.bulk_latency).where(pt.c.bulk_latency.is_not(None), pt.c.job_id.in_(recent))

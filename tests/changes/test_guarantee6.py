@@ -5,7 +5,10 @@ The live sync then continues from Pc and the index equals the source."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,3 +132,37 @@ def test_changes_committed_during_a_reindex_are_in_the_new_index(shop: Shop, spa
     assert summary.applied + summary.deleted <= commits_after  # only the tail after Pc is left
     final = shop.verify()
     assert final.clean, final.to_dict()
+
+
+def test_a_live_sync_is_paused_for_the_swap_and_continues_on_the_new_version(
+    shop: Shop, spark: Any, cli: Path, kind: str
+) -> None:
+    """A sync runs throughout: the reindex holds the alias, the sync pauses and reports where it
+    is, the new version is caught up past that, swapped, and the sync continues on it."""
+    sync = subprocess.Popen(
+        [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    writer = Writer(shop, 2000, kind)
+    try:
+        writer.start()
+        wait_until(lambda: _position(shop, "default") > 0 and len(writer.log) > 50, 300, "the live sync to run")
+        shop.reindex(spark)  # v2 under the writer and the live sync
+        writer.stop.set()
+        writer.join(timeout=60)
+        assert writer.error is None
+        last = writer.log[-1][0]
+        wait_until(lambda: _position(shop, "default") >= last, 300, "the live sync to apply the last commit")
+        assert sync.poll() is None, "the live sync must survive the hold and the swap"
+        report = shop.verify()
+        assert report.clean, report.to_dict()
+        sync.send_signal(signal.SIGTERM)
+        _, err = sync.communicate(timeout=120)
+        assert sync.returncode == 0, err[-3000:]
+    finally:
+        writer.stop.set()
+        if sync.poll() is None:
+            os.killpg(sync.pid, signal.SIGKILL)

@@ -47,6 +47,8 @@ LOCK_TTL_S = 30.0
 LOCK_REFRESH_S = 2.0
 #: how often a running sync measures how much log the source retains for it
 LAG_CHECK_S = 10.0
+#: how many times a failed streaming query is started again before the sync gives up
+MAX_QUERY_STARTS = 5
 
 
 def sync_lock_key(group: str) -> str:
@@ -191,11 +193,32 @@ class SyncRun:
         return build_session(self.pipeline.spark, self.pipeline.base_dir / ".sparkindex" / "spark.log")
 
     def _stream(self, initial: dict[str, Any], until: dict[str, Any] | None, checkpoint: str) -> None:
+        """Run the query; one that fails (a Python worker that could not start, a lost executor)
+        is started again from the acknowledged position, a few times, with backoff."""
+        backoff = Backoff(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
+        try:
+            for attempt in range(1, MAX_QUERY_STARTS + 1):
+                failure = self._query(initial, until, f"{checkpoint}/{attempt}", attempt)
+                if failure is None or self.error is not None or self.stop_requested.is_set():
+                    return
+                if attempt == MAX_QUERY_STARTS:
+                    self.error = PermanentError(f"the change stream failed {attempt} times; last: {failure}")
+                    return
+                log.warning("the change stream failed (%s); starting it again from the acknowledged position", failure)
+                initial = dict(self._acked or self._start_offset())
+                self.stop_requested.wait(backoff.next_delay())
+        finally:
+            self.stop_requested.set()
+
+    def _query(
+        self, initial: dict[str, Any], until: dict[str, Any] | None, checkpoint: str, attempt: int
+    ) -> str | None:
+        """One streaming query until stopped, caught up or failed; returns why it failed, if it did."""
         from sparkindex.spark.stream import StreamSpec, register_change_source
 
         spark = self._spark()
         wire = self.pipeline.wire_string()
-        fmt = register_change_source(spark, wire, self.run_id)
+        fmt = register_change_source(spark, wire, f"{self.run_id}_{attempt}")
         spec = StreamSpec(
             self.consumer,
             [{"name": t.name, "link_columns": t.link_columns, "where": t.where} for t in self.tables],
@@ -213,41 +236,36 @@ class SyncRun:
             df.writeStream.foreachBatch(lambda batch, batch_id: self._sink(spark, wire, batch, batch_id))
             .trigger(processingTime=trigger)
             .option("checkpointLocation", checkpoint)
-            .queryName(f"sparkindex-sync-{self.run_id}")
+            .queryName(f"sparkindex-sync-{self.run_id}-{attempt}")
             .start()
         )
         self.streaming.set()
         try:
-            self._watch(query)
+            return self._watch(query)
         finally:
-            self.stop_requested.set()
-            self._batch_running.wait(0)  # a batch in flight ends with query.stop()'s interrupt
             try:
                 query.stop()
             except Exception as exc:  # noqa: BLE001 - stopping a query that already failed
                 log.debug("stopping the query: %s", exc)
 
-    def _watch(self, query: Any) -> None:
+    def _watch(self, query: Any) -> str | None:
         """Wait until stopped, caught up, or the query failed (each poll blocks on the query)."""
         while not self.stop_requested.is_set():
             if query.awaitTermination(0.2):
                 break
             self._maybe_apply_deferred()
+            if not self._batch_running.is_set():
+                self._pause_held()  # an idle sync answers a hold at once (a batch blocks on it first)
             if self.error is not None:
                 break
             if self._done(query):
                 break
-        if self.error is None:
-            exc = query.exception()
-            if exc is not None:
-                self.error = PermanentError(f"the change stream failed: {str(exc).splitlines()[0][:2000]}")
         # let a batch that is being applied finish, so its acknowledgement is kept
         deadline = time.monotonic() + 60
         while self._batch_running.is_set() and time.monotonic() < deadline:
-            self._batch_running.wait(0.1)
-            if not self._batch_running.is_set():
-                break
             query.awaitTermination(0.1)
+        exc = query.exception() if self.error is None else None
+        return None if exc is None else str(exc).splitlines()[0][:1000]
 
     def _maybe_apply_deferred(self) -> None:
         """``sync.deferred_at``: the daily refresh of deferred relations, beside the stream."""
@@ -364,19 +382,23 @@ class SyncRun:
                 limit / 1e6,
             )
 
+    def _pause_held(self) -> bool:
+        """Answer every hold on our aliases with the position we applied; True if any is held."""
+        if self.lock is False:
+            return False  # a catch-up: it is the holder, not a live sync
+        saved = self.offsets.offsets(self.group)
+        holds = {a: h for a, h in self.offsets.holds(self.aliases).items() if h.holder != self.hold_owner}
+        for alias, hold in holds.items():
+            if hold.paused_by != self.holder:
+                self.offsets.pause(alias, hold.holder, saved[alias].position, self.holder)
+        return bool(holds)
+
     def _wait_for_holds(self) -> dict[str, GroupOffset]:
         """A reindex about to swap an alias holds it: pause (report where we are), wait until it
         is released, then continue from the offsets the reindex handed over."""
-        while True:
-            saved = self.offsets.offsets(self.group)
-            holds = {a: h for a, h in self.offsets.holds(self.aliases).items() if h.holder != self.hold_owner}
-            if not holds:
-                return saved
-            for alias, hold in holds.items():
-                if hold.paused_by != self.holder:
-                    self.offsets.pause(alias, hold.holder, saved[alias].position, self.holder)
-            if self.stop_requested.wait(0.1):
-                return saved
+        while self._pause_held() and not self.stop_requested.wait(0.1):
+            pass  # held: polling the store until the reindex releases the alias
+        return self.offsets.offsets(self.group)
 
     def _summary(self) -> SyncSummary:
         offset = self._acked or self._start_offset()

@@ -142,6 +142,24 @@ KINDS = [
 def drop_pg_shop(shop: Shop, server_url: str) -> None:
     engine = sa.create_engine(normalize_url(server_url), isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
+        # a reader that is still winding down (a stopped query's planner) may hold a slot
+        conn.execute(
+            sa.text(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                "WHERE slot_name LIKE :p AND active_pid IS NOT NULL"
+            ),
+            {"p": f"{shop.slot}%"},
+        )
+        wait_until(
+            lambda: (
+                not conn.execute(
+                    sa.text("SELECT 1 FROM pg_replication_slots WHERE slot_name LIKE :p AND active"),
+                    {"p": f"{shop.slot}%"},
+                ).first()
+            ),
+            60,
+            "the slots to be released",
+        )
         conn.execute(
             sa.text("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE :p"),
             {"p": f"{shop.slot}%"},

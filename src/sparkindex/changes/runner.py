@@ -291,7 +291,8 @@ class SyncRun:
         acked = self._acked or self._start_offset()
         if self.until is not None and not self.until(self.changes.position(acked)):
             return False
-        if self._until is not None and self.changes.position(acked) >= self.changes.position(self._until):
+        exact = self.changes.exact_positions
+        if exact and self._until is not None and self.changes.position(acked) >= self.changes.position(self._until):
             return True  # the source's positions are exact there (a GTID), no need to read
         try:
             pending = self.changes.read(acked, 1, self._until)

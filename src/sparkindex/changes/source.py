@@ -1,8 +1,9 @@
 """The one interface every change source implements, and the choice of source for a pipeline.
 
-Sources live with their dialect (``sources/postgres/changes.py``, ``sources/mysql/changes.py``)
-or beside them (``sources/polling.py`` for any database); this module only names them, keyed by
-SQLAlchemy dialect, so no shared code branches on the dialect.
+Sources live with their dialect (``sources/postgres/changes.py``, ``sources/mysql/changes.py``),
+or here for any database (``changes/polling.py``: it plans with the documents package, which
+sources never import); this module only names them, keyed by SQLAlchemy dialect, so no shared
+code branches on the dialect.
 
 Offsets are plain JSON dicts (what Spark checkpoints and the store keeps); a source turns its
 own offset into an integer ``position`` (monotone in commit order) for versions and filtering.
@@ -14,7 +15,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from sparkindex.changes.model import Batch
 from sparkindex.config.model import Pipeline
@@ -26,7 +27,7 @@ LOG_SOURCES: dict[str, tuple[str, str]] = {
     "postgresql": ("sparkindex.sources.postgres.changes", "PostgresChangeSource"),
     "mysql": ("sparkindex.sources.mysql.changes", "MysqlChangeSource"),
 }
-POLLING_SOURCE = ("sparkindex.sources.polling", "PollingChangeSource")
+POLLING_SOURCE = ("sparkindex.changes.polling", "PollingChangeSource")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class Lag:
 
 class ChangeSource(ABC):
     """Reads committed changes of the watched tables, in commit order, from an offset."""
+
+    #: whether nothing can commit at or below a position once it has been read (a log: LSN,
+    #: GTID); False for polling, whose overlap window still finds late commits below it
+    exact_positions: ClassVar[bool] = True
 
     def __init__(self, pipeline: Pipeline, source: Source, tables: Sequence[WatchedTable], consumer: str) -> None:
         """*consumer* names whoever reads (a consumer group, a reindex's catch-up): sources that

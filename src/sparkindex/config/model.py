@@ -219,7 +219,7 @@ class JoinConfig(_Strict):
 
 
 class ChangesConfig(_Strict):
-    """Polling change capture (:mod:`sparkindex.sources.polling`): rows whose monotone ``column``
+    """Polling change capture (:mod:`sparkindex.changes.polling`): rows whose monotone ``column``
     moved past the last position, re-read with an ``overlap_s`` window for transactions that
     committed late; deletes from a ``tombstones`` table (its ``table`` names the deleted row's
     table, its ``key`` the deleted key as JSON) or, without one, a key diff every ``key_diff_every_s``."""

@@ -10,7 +10,7 @@ one key column is ``_id`` and its order is the sort key every document stores (`
 ranges and cursors hold sort keys. Everything goes through the :class:`Target` interface
 (``mapping``, ``count``, ``key_splits``, ``read_documents``, ``scan_hashes``): it works for every
 backend. SQL-only calls (``read_page``, index walks) are refused: the index-source builder
-(:mod:`sparkindex.documents.from_index`) reads documents instead.
+(``documents/from_index.py``) reads documents instead.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from sparkindex.sources.index.columns import ID_COLUMN, source_fields
 from sparkindex.sources.partitioning import ranges_from_boundaries
 from sparkindex.targets.base import KeyBounds, StoredDocument, Target
 
-#: What :func:`sparkindex.documents.builder.make_builder` keys the index-source builder by.
+#: What the documents package's ``make_builder`` keys the index-source builder by.
 DIALECT = "sparkindex-index"
 
 _SQL_TYPES: dict[str, sa.types.TypeEngine[Any]] = {

@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 
 
 class PollingChangeSource(ChangeSource):
-    exact_positions = False  # a transaction that commits late lands below the position read
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         configs = [idx.changes for idx in self.pipeline.indexes if idx.changes is not None]

@@ -51,9 +51,10 @@ class Lag:
 class ChangeSource(ABC):
     """Reads committed changes of the watched tables, in commit order, from an offset."""
 
-    #: whether nothing can commit at or below a position once it has been read (a log: LSN,
-    #: GTID); False for polling, whose overlap window still finds late commits below it
-    exact_positions: ClassVar[bool] = True
+    #: whether an acknowledged position at or past the head recorded at start proves the source
+    #: has nothing more for ``--until-caught-up`` (a GTID sequence does); otherwise the source is
+    #: read once more (polling's overlap window finds late commits below its position)
+    exact_positions: ClassVar[bool] = False
 
     def __init__(self, pipeline: Pipeline, source: Source, tables: Sequence[WatchedTable], consumer: str) -> None:
         """*consumer* names whoever reads (a consumer group, a reindex's catch-up): sources that

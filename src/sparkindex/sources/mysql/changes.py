@@ -54,6 +54,8 @@ def gtid_seq(gtid: str) -> int:
 
 
 class MysqlChangeSource(ChangeSource):
+    exact_positions = True  # GTID sequences: nothing commits below one already read
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._stream: BinLogStreamReader | None = None

@@ -72,6 +72,7 @@ def test_two_aliases_one_stream_and_groups_with_their_own_offsets(
     author = shop.scalar("SELECT author_id FROM reviews ORDER BY id LIMIT 1")
     reviews_by_author = shop.scalar(f"SELECT count(*) FROM reviews WHERE author_id = {author}")
     products_by_author = shop.scalar(f"SELECT count(DISTINCT product_id) FROM reviews WHERE author_id = {author}")
+    before = int(shop.scalar("SELECT pg_current_wal_lsn() - '0/0'"))  # the update commits after this
     shop.sql(f"UPDATE users SET name = :n WHERE id = {author}", params={"n": HOSTILE[1]})
     shop.pipeline.sync.lag_warn_bytes = 1  # any retained WAL is "too much": the warning must show
     with caplog.at_level(logging.WARNING, logger="sparkindex.changes.runner"):
@@ -87,7 +88,10 @@ def test_two_aliases_one_stream_and_groups_with_their_own_offsets(
     assert _offsets(shop, "mirror")["products"].applied == 0
     second = run("mirror")
     assert second.applied == first.applied
-    assert _offsets(shop, "mirror")["products"].position == default["products"].position
+    # each group acknowledged past the update's commit (the exact LSN each stops at may differ:
+    # the cluster's WAL moves with other databases' writes, the store's own included)
+    assert _offsets(shop, "mirror")["products"].position > before
+    assert default["products"].position > before
     assert shop.verify().clean
     # --drop-slot removes the group's slot and offsets, and leaves the other group alone
     dropped = subprocess.run(

@@ -6,11 +6,14 @@ other's changes; slots are dropped before the database (a slot pins the WAL of t
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import sqlalchemy as sa
@@ -178,3 +181,41 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
+
+
+class RestartableServer(Protocol):
+    def stop(self) -> None: ...
+    def start(self) -> None: ...
+
+
+def assert_sync_survives_a_restart(shop: Shop, server: RestartableServer, cli: Path) -> None:
+    """A running ``sparkindex sync`` process, its database server stopped and started under it:
+    changes before and after reach the index, SIGTERM then ends it cleanly, verify is clean."""
+    proc = subprocess.Popen(
+        [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        shop.sql("UPDATE products SET name = :n WHERE id = 1", params={"n": HOSTILE[0]})
+        wait_until(lambda: (shop.document("1") or {}).get("name") == HOSTILE[0], 300, "the first update")
+        server.stop()
+        server.start()
+        shop.sql("UPDATE products SET name = :n WHERE id = 2", params={"n": HOSTILE[1]})
+        shop.sql("DELETE FROM reviews WHERE product_id = 3")
+        shop.sql("DELETE FROM products WHERE id = 3")
+        wait_until(
+            lambda: (shop.document("2") or {}).get("name") == HOSTILE[1] and shop.document("3") is None,
+            300,
+            "the changes after the restart",
+        )
+        assert proc.poll() is None, "sync must survive the restart"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert shop.verify().clean

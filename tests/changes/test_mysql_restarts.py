@@ -5,9 +5,7 @@ without binlog_row_metadata = FULL is refused with a clear error (exit 2) naming
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -22,7 +20,7 @@ import sqlalchemy as sa
 
 from sparkindex.config.model import normalize_url
 from sparkindex.demo.shop import generate_shop
-from tests.changes.helpers import HOSTILE, Shop, wait_until, write_pipeline
+from tests.changes.helpers import Shop, assert_sync_survives_a_restart, write_pipeline
 from tests.e2e.shop import copy_shop, fresh_database
 
 pytestmark = [pytest.mark.mysql, pytest.mark.slow]
@@ -123,34 +121,7 @@ def shop(tmp_path: Path, server: PrivateMariaDB, spark: Any) -> Shop:
 
 
 def test_sync_recovers_from_a_mariadb_restart_by_itself(shop: Shop, server: PrivateMariaDB, cli: Path) -> None:
-    proc = subprocess.Popen(
-        [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        shop.sql("UPDATE products SET name = :n WHERE id = 1", params={"n": HOSTILE[0]})
-        wait_until(lambda: (shop.document("1") or {}).get("name") == HOSTILE[0], 300, "the first update")
-        server.stop()
-        server.start()
-        shop.sql("UPDATE products SET name = :n WHERE id = 2", params={"n": HOSTILE[1]})
-        shop.sql("DELETE FROM reviews WHERE product_id = 3")
-        shop.sql("DELETE FROM products WHERE id = 3")
-        wait_until(
-            lambda: (shop.document("2") or {}).get("name") == HOSTILE[1] and shop.document("3") is None,
-            300,
-            "the changes after the restart",
-        )
-        assert proc.poll() is None, "sync must survive the restart"
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err[-3000:]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert shop.verify().clean
+    assert_sync_survives_a_restart(shop, server, cli)
 
 
 def test_missing_binlog_row_metadata_is_refused(shop: Shop, server: PrivateMariaDB, cli: Path) -> None:

@@ -11,7 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from sparkindex.coordination.records import JobRecord, PartitionRecord
 from sparkindex.coordination.states import JobStatus, PartitionStatus
+from sparkindex.coordination.store import CoordinationStore
 from tests.e2e.shop import make_shop, store_of, wait_for
 
 pytestmark = pytest.mark.slow
@@ -43,10 +45,12 @@ def _verify(cli: Path, pipeline: Path) -> dict[str, int]:
     return report
 
 
-def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> None:
-    pipeline = make_shop(tmp_path, products=12_000, partition_size=600, batch_size=200, page_size=200)
-    store = store_of(pipeline)
-    proc = _start(cli, tmp_path / "pipeline.yaml")
+def kill_driver_mid_job(
+    cli: Path, pipeline_path: Path, store: CoordinationStore
+) -> tuple[JobRecord, dict[str, PartitionRecord], set[str]]:
+    """Start a reindex, SIGKILL its driver (and its process group: the JVM, the Python workers)
+    once three partitions are done; return the job, its partitions then, and the completed ones."""
+    proc = _start(cli, pipeline_path)
     try:
 
         def some_done() -> bool:
@@ -62,6 +66,13 @@ def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> 
     completed = {pid for pid, p in before.items() if p.status == P.COMPLETED}
     assert 3 <= len(completed) < len(before), "the kill must land mid-job"
     assert store.job(job.id).status == JobStatus.RUNNING  # nobody recorded an end: a real crash
+    return job, before, completed
+
+
+def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> None:
+    pipeline = make_shop(tmp_path, products=12_000, partition_size=600, batch_size=200, page_size=200)
+    store = store_of(pipeline)
+    job, before, completed = kill_driver_mid_job(cli, tmp_path / "pipeline.yaml", store)
 
     rerun = subprocess.run(
         [str(cli), "reindex", "-c", str(tmp_path / "pipeline.yaml"), "--json"],

@@ -8,8 +8,6 @@ requests it sends (settings, mappings, versions, routing) and what it does with 
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 import subprocess
 import urllib.error
@@ -20,15 +18,15 @@ import orjson
 import pytest
 
 from sparkindex.config import load_pipeline
-from sparkindex.coordination.states import JobStatus, PartitionStatus
+from sparkindex.coordination.states import PartitionStatus
 from sparkindex.documents.builder import make_builder
 from sparkindex.jobs.planning import resolve_plans
 from sparkindex.retry import Backoff
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from sparkindex.worker.bulk import bulk_with_retries
-from tests.e2e.shop import execute, make_shop, store_of, wait_for
-from tests.e2e.test_crashes import _kill_group, _start  # the same real-process kill as the Tantivy crash tests
+from tests.e2e.shop import execute, make_shop, store_of
+from tests.e2e.test_crashes import kill_driver_mid_job  # the same real-process kill as the Tantivy crash tests
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
 from tests.support.osmem import OsmemCluster
 
@@ -174,22 +172,7 @@ def test_driver_killed_mid_job_then_rerun_finishes_clean(
     osmem (a test double); the rerun resumes the same job, never redoes completed partitions."""
     pipeline = shop_on_osmem(tmp_path, osmem_cluster, 3000, 100, batch_size=50, page_size=50)
     store = store_of(load_pipeline(pipeline))
-    proc = _start(cli, pipeline)
-    try:
-
-        def some_done() -> bool:
-            jobs = store.jobs(["products"])
-            return bool(jobs) and len(store.partitions(jobs[0].id, [P.COMPLETED])) >= 3
-
-        wait_for(some_done, 300, "three completed partitions")
-        os.kill(proc.pid, signal.SIGKILL)  # kill -9 of the driver...
-    finally:
-        _kill_group(proc)  # ...and whatever it left behind, as when its machine dies
-    job = store.jobs(["products"])[0]
-    before = {p.id: p for p in store.partitions(job.id)}
-    completed = {pid for pid, p in before.items() if p.status == P.COMPLETED}
-    assert 3 <= len(completed) < len(before), "the kill must land mid-job"
-    assert store.job(job.id).status == JobStatus.RUNNING
+    job, before, completed = kill_driver_mid_job(cli, pipeline, store)
     assert alias_indexes(osmem_cluster, "products") == set(), "no alias before the job completes"
 
     code, summary, err = reindex(cli, pipeline)

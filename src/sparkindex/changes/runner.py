@@ -295,10 +295,9 @@ class SyncRun:
         if exact and self._until is not None and self.changes.position(acked) >= self.changes.position(self._until):
             return True  # the source's positions are exact there (a GTID), no need to read
         try:
-            pending = self.changes.read(acked, 1, self._until)
+            return not self.changes.pending(acked, self._until)
         except TransientError:
             return False
-        return not pending.changes and not pending.extra.get("incomplete")
 
     def _start_offset(self) -> dict[str, Any]:
         saved = self.offsets.offsets(self.group)

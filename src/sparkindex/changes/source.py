@@ -15,9 +15,9 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, final
 
-from sparkindex.changes.model import Batch
+from sparkindex.changes.model import Batch, Change
 from sparkindex.config.model import Pipeline
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source
@@ -28,6 +28,11 @@ LOG_SOURCES: dict[str, tuple[str, str]] = {
     "mysql": ("sparkindex.sources.mysql.changes", "MysqlChangeSource"),
 }
 POLLING_SOURCE = ("sparkindex.changes.polling", "PollingChangeSource")
+
+#: how many rows one probe read asks for, and how many reads it makes before it gives up
+#: answering "nothing pending" (then it says "maybe": a caller waits rather than stop early)
+PROBE_LIMIT = 1000
+PROBE_READS = 50
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,36 @@ class ChangeSource(ABC):
 
     @abstractmethod
     def lag(self, offset: Mapping[str, Any]) -> Lag: ...
+
+    def pending(self, start: Mapping[str, Any], until: Mapping[str, Any] | None = None) -> bool:
+        """Whether a change of a watched table was committed after *start* (up to *until*).
+
+        One read is not enough: a log holds transactions that touch no watched table (DDL, an
+        autovacuum's statistics, other tables), and a read may stop after such one with no
+        change to show. So the probe reads on from where each read ended while the source says
+        there is more; a probe that cannot get to the end answers "pending" (the caller waits
+        rather than stop early)."""
+        oldest, reached_end = self._probe(start, until)
+        return oldest is not None or not reached_end
+
+    def oldest_pending(self, start: Mapping[str, Any], until: Mapping[str, Any] | None = None) -> Change | None:
+        """The first change committed after *start* (up to *until*), or None; see :meth:`pending`."""
+        return self._probe(start, until)[0]
+
+    @final
+    def _probe(self, start: Mapping[str, Any], until: Mapping[str, Any] | None) -> tuple[Change | None, bool]:
+        """(the first change found, whether the probe read to the end)."""
+        at = dict(start)
+        for _ in range(PROBE_READS):
+            batch = self.read(at, PROBE_LIMIT, until)
+            if batch.changes:
+                return batch.changes[0], True
+            if not (batch.more or batch.extra.get("incomplete")):
+                return None, True
+            if batch.offset == at:
+                break  # the source cannot move on yet (a slow server): undecided
+            at = dict(batch.offset)
+        return None, False
 
     def drop(self) -> bool:
         """Remove server-side state kept for this consumer (a slot); True if something was removed."""

@@ -132,8 +132,8 @@ class MysqlChangeSource(ChangeSource):
         return self.head()
 
     def lag(self, offset: Mapping[str, Any]) -> Lag:
-        pending = self.read(offset, 1)
-        seconds = max(0.0, time.time() - pending.changes[0].ts) if pending.changes else 0.0
+        oldest = self.oldest_pending(offset)
+        seconds = max(0.0, time.time() - oldest.ts) if oldest is not None else 0.0
         return Lag(None, seconds)
 
     # -- reading -----------------------------------------------------------------------------------

@@ -232,8 +232,8 @@ class PostgresChangeSource(ChangeSource):
             )
             row = cur.fetchone()
         retained = int(row[0]) if row and row[0] is not None else None
-        pending = self.read(offset, 1)
-        seconds = max(0.0, time.time() - pending.changes[0].ts) if pending.changes else 0.0
+        oldest = self.oldest_pending(offset)
+        seconds = max(0.0, time.time() - oldest.ts) if oldest is not None else 0.0
         return Lag(retained, seconds)
 
     # -- reading -----------------------------------------------------------------------------------

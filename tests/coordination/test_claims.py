@@ -116,6 +116,27 @@ def test_a_rerun_progress_save_counts_its_batch_once(store: CoordinationStore) -
         store.save_progress(pid, rec.claim_token + 1, [12], 1, 0)
 
 
+def test_stages_are_recorded_with_their_batches_once_and_only_by_the_owner(store: CoordinationStore) -> None:
+    """The finish adopts exactly the stages a partition's record lists: each acknowledged batch's
+    stage once (a rerun after a lost reply must not list it twice), none of a lost claim."""
+    _, (pid,) = new_job(store, 1)
+    first = store.claim(pid, "exec-1", "run-A", stale_after_s=60)
+    assert first is not None
+    store.save_progress(pid, first.claim_token, [5], 4, 0, stage="p.1.1")
+    store.save_progress(pid, first.claim_token, [5], 4, 0, stage="p.1.1")  # the rerun
+    store.heartbeat(pid, first.claim_token)  # no stage: the list stays
+    age_heartbeat(store, pid)
+    second = store.claim(pid, "exec-2", "run-B", stale_after_s=60)
+    assert second is not None and second.cursor == (5,)
+    with pytest.raises(LockLost):
+        store.save_progress(pid, first.claim_token, [7], 2, 0, stage="p.1.2")  # the zombie
+    store.complete(pid, second.claim_token, [9], 5, 0, stage="p.2.1")
+    store.complete(pid, second.claim_token, [9], 5, 0, stage="p.2.1")  # the rerun
+    done = store.partition(pid)
+    assert done.stage_names == ["p.1.1", "p.2.1"]
+    assert done.success_count == 9
+
+
 def test_claim_of_unknown_partition_is_an_error(store: CoordinationStore) -> None:
     new_job(store, 1)
     with pytest.raises(PermanentError, match="not found"):

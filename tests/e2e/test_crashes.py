@@ -100,7 +100,7 @@ def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> 
 def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
     # enough partitions that some are left to Spark's tasks after the driver's head start
     pipeline = make_shop(
-        tmp_path, products=16_000, partition_size=2000, batch_size=100, page_size=100, sync_every_s=0.05
+        tmp_path, products=40_000, partition_size=2000, batch_size=100, page_size=100, sync_every_s=0.05
     )
     store = store_of(pipeline)
     proc = _start(cli, tmp_path / "pipeline.yaml")
@@ -129,9 +129,13 @@ def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
             _kill_group(proc)
     assert proc.returncode == 0, err
     summary = orjson.loads(out.strip().splitlines()[-1])
-    assert summary["status"] == "COMPLETED" and summary["indexed"] == 16_000
+    assert summary["status"] == "COMPLETED" and summary["indexed"] == 40_000
     killed = store.partition(str(victim["pid"]))
     assert killed.status == P.COMPLETED
     assert killed.claims >= 2, "a retry claimed the partition again after the kill"
+    # its stages: those acknowledged before the kill (kept: the retry went on from the cursor),
+    # then the retry's; counted once each, whatever the dead worker had staged beyond the cursor
+    claims = {int(name.split(".")[1]) for name in killed.stage_names}
+    assert len(claims) >= 2, killed.stage_names
     report = _verify(cli, tmp_path / "pipeline.yaml")
     assert (report["missing"], report["extra"], report["stale"]) == (0, 0, 0)

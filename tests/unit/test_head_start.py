@@ -17,6 +17,7 @@ from tests.e2e.shop import make_shop
 from tests.unit.test_partition_worker import plan_job
 
 from sparkindex.coordination.states import PartitionStatus
+from sparkindex.jobs.finalize import adopt_completed_stages
 from sparkindex.jobs.head_start import HeadStart
 from sparkindex.spark.context import WorkerContext
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
@@ -57,6 +58,9 @@ def test_head_start_and_the_pass_share_the_partitions_exactly_once(tmp_path: Pat
     assert sum(p.success_count for p in done) == 1200
     # every partition timed its bulk requests into its stored latency histogram
     assert all(LatencyHistogram.from_json(p.bulk_latency).count >= 1 for p in done)
+    adopt_completed_stages(store, target, job_id, {"products": index})
     target.finish_version(index)
     assert target.count(index) == 1200
+    ids = [i for i, _ in target.scan_hashes(index)]
+    assert len(set(ids)) == len(ids) == 1200
     assert not HeadStart.wanted(pipeline, session), "a ready session needs no head start"

@@ -26,6 +26,7 @@ from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
+from sparkindex.jobs.finalize import adopt_completed_stages
 from sparkindex.jobs.planning import resolve_plans
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.registry import open_source
@@ -146,6 +147,7 @@ def test_lease_is_renewed_while_a_page_read_is_blocked(
     assert (outcome.status, outcome.indexed, outcome.failed) == ("completed", 3000, 0), outcome
     done = store.partition(part.id)
     assert (done.status, done.claims, done.success_count) == (P.COMPLETED, 1, 3000)
+    adopt_completed_stages(store, target, job_id, {"leased": index})
     assert target.count(index) == 3000
     target.finish_version(index)
 
@@ -156,7 +158,9 @@ def test_worker_stops_reading_and_parks_the_partition_when_the_target_is_down(tm
     # The writer service's address is taken by a socket that refuses every connection, and no
     # service can bind it: the target is down. Each attempt gives up after lock_timeout_s.
     target = TantivyTarget(
-        TantivyTargetConfig(root=tmp_path / "index", writer_heap_mb=32, writer_threads=1, lock_timeout_s=0.5)
+        TantivyTargetConfig(
+            root=tmp_path / "index", writer_heap_mb=32, writer_threads=1, lock_timeout_s=0.5, staged_builds=False
+        )
     )
     store, job_id, index, plan = plan_job(pipeline, target, "products")
     [part] = store.partitions(job_id)
@@ -212,7 +216,9 @@ class KillingBuilder(CountingBuilder):
 
 def test_writes_lost_by_a_killed_writer_service_are_read_again(tmp_path: Path) -> None:
     pipeline = make_shop(tmp_path, products=1000, partition_size=1000, page_size=100)
-    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index", writer_heap_mb=32, writer_threads=1))
+    # the writer service (staged builds write no service a crash could kill)
+    config = TantivyTargetConfig(root=tmp_path / "index", writer_heap_mb=32, writer_threads=1, staged_builds=False)
+    target = TantivyTarget(config)
     store, job_id, index, plan = plan_job(pipeline, target, "products")
     [part] = store.partitions(job_id)
     builder = KillingBuilder(open_source(pipeline.source_url()), plan)

@@ -84,6 +84,10 @@ def _v5_bulk_latency(conn: sa.Connection, tables: Tables) -> None:
     conn.execute(sa.text(f"ALTER TABLE {tables.partition.name} ADD COLUMN bulk_latency TEXT"))
 
 
+def _v6_partition_stages(conn: sa.Connection, tables: Tables) -> None:
+    conn.execute(sa.text(f"ALTER TABLE {tables.partition.name} ADD COLUMN stages TEXT"))
+
+
 #: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
 #: sparkindex never loses the state of unfinished jobs.
 MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
@@ -91,6 +95,7 @@ MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
     3: _v3_claim_order_index,
     4: _v4_fingerprint_and_attempt_key,
     5: _v5_bulk_latency,
+    6: _v6_partition_stages,
 }
 
 

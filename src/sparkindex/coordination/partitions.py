@@ -178,6 +178,7 @@ class PartitionRows(StoreBase):
         pt = self.t.partition
         ok, bad = sa.bindparam("b_ok", type_=sa.BigInteger), sa.bindparam("b_bad", type_=sa.BigInteger)
         now = sa.bindparam("b_now", type_=Time)
+        stage = sa.bindparam("b_stage", type_=sa.Text)
         values: dict[str, Any] = {
             "processed_count": pt.c.processed_count + ok + bad,
             "success_count": pt.c.success_count + ok,
@@ -185,6 +186,11 @@ class PartitionRows(StoreBase):
             "cursor": sa.func.coalesce(sa.bindparam("b_cursor", type_=sa.Text), pt.c.cursor),
             "writer": sa.func.coalesce(sa.bindparam("b_writer", type_=sa.String), pt.c.writer),
             "bulk_latency": sa.func.coalesce(sa.bindparam("b_latency", type_=sa.Text), pt.c.bulk_latency),
+            "stages": sa.case(
+                (stage.is_(None), pt.c.stages),
+                (pt.c.stages.is_(None), stage),
+                else_=pt.c.stages + "," + stage,
+            ),
             "last_heartbeat": now,
         }
         conditions = [
@@ -244,9 +250,11 @@ class PartitionRows(StoreBase):
         writer: str | None,
         to: PartitionStatus | None,
         latency: str | None = None,
+        stage: str | None = None,
     ) -> None:
         params = {
             "b_latency": latency,
+            "b_stage": stage,
             "b_id": partition_id,
             "b_token": token,
             "b_ok": success,
@@ -267,10 +275,12 @@ class PartitionRows(StoreBase):
         failed: int,
         writer: str | None = None,
         latency: str | None = None,
+        stage: str | None = None,
     ) -> None:
         """Record an acknowledged batch: move the cursor, add the counts, renew the lease (and
-        store the partition's bulk latency histogram, :mod:`sparkindex.worker.latency`)."""
-        self._progress(self._progress_stmt, partition_id, token, cursor, success, failed, writer, None, latency)
+        store the partition's bulk latency histogram, :mod:`sparkindex.worker.latency`). *stage*
+        names the sealed stage that holds the batch, where the target stages new versions."""
+        self._progress(self._progress_stmt, partition_id, token, cursor, success, failed, writer, None, latency, stage)
 
     def heartbeat(self, partition_id: str, token: int) -> None:
         """Renew the lease while a long page is being read (no batch acknowledged yet)."""
@@ -285,9 +295,12 @@ class PartitionRows(StoreBase):
         failed: int = 0,
         writer: str | None = None,
         latency: str | None = None,
+        stage: str | None = None,
     ) -> None:
         """Finish the partition, its last acknowledged batch folded in: one statement, not two."""
-        self._progress(self._complete_stmt, partition_id, token, cursor, success, failed, writer, P.COMPLETED, latency)
+        self._progress(
+            self._complete_stmt, partition_id, token, cursor, success, failed, writer, P.COMPLETED, latency, stage
+        )
 
     def release(self, partition_id: str, token: int) -> None:
         """Give a partition back untouched by failure (graceful stop); its cursor is kept."""

@@ -92,6 +92,12 @@ class PartitionRecord:
     reopen_at: float | None
     #: bulk latency histogram so far (JSON, :mod:`sparkindex.worker.latency`)
     bulk_latency: str | None = None
+    #: the sealed stages its acknowledged batches went into, comma-separated (staged targets)
+    stages: str | None = None
+
+    @property
+    def stage_names(self) -> list[str]:
+        return [n for n in (self.stages or "").split(",") if n]
 
     @classmethod
     def from_row(cls, row: Any) -> PartitionRecord:

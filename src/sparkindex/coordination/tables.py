@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 Time = sa.Float(precision=53)
 
@@ -88,6 +88,9 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("last_error", sa.Text),
         sa.Column("retry_count", sa.Integer, nullable=False, default=0),
         sa.Column("bulk_latency", sa.Text),  # v5: the partition's bulk latency histogram (JSON)
+        # v6: the sealed stages its acknowledged batches went into (targets that stage new
+        # versions), comma-separated: exactly what the finish step adopts
+        sa.Column("stages", sa.Text),
         sa.UniqueConstraint("job_id", "entity", "partition_index", name=f"{p}partition_unique"),
     )
     # Matches the claim order exactly, so "the next PENDING partition" is one index probe, not a sort.

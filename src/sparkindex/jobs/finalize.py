@@ -22,6 +22,14 @@ from sparkindex.targets.base import Target
 P = PartitionStatus
 
 
+def adopt_completed_stages(store: CoordinationStore, target: Target, job_id: str, targets: dict[str, str]) -> None:
+    """Make the stages the store recorded for the completed partitions part of the new versions
+    (targets that stage writes; see :meth:`Target.open_stage`); any other stage is thrown away."""
+    completed = store.partitions(job_id, [P.COMPLETED])
+    for alias, index in targets.items():
+        target.adopt_stages(index, {name for p in completed if p.entity == alias for name in p.stage_names})
+
+
 def finalize_job(
     store: CoordinationStore,
     target: Target,
@@ -50,6 +58,7 @@ def finalize_job(
             fence=fence,
         )
     mismatches = []
+    adopt_completed_stages(store, target, job_id, job.targets)
     for alias, index in job.targets.items():
         target.finish_version(index)
         if catch_up is not None and catch_up.wrote(job_id, alias):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -102,6 +102,26 @@ class SearchHit:
     source: dict[str, Any]
 
 
+class Stage(ABC):
+    """A private writer for one partition attempt while a new version is built (see
+    :meth:`Target.open_stage`): its documents become the version's only when it is sealed and
+    then adopted, so an attempt that dies leaves nothing behind in the index."""
+
+    name: str
+
+    @abstractmethod
+    def bulk(self, items: Sequence[BulkItem]) -> list[BulkItemResult]:
+        """Add *items*; one result per item, in order. Nothing is durable before :meth:`seal`."""
+
+    @abstractmethod
+    def seal(self) -> None:
+        """Make everything added durable, ready to be adopted under :attr:`name`."""
+
+    @abstractmethod
+    def discard(self) -> None:
+        """Throw the attempt's writes away (it stopped, failed or lost its claim)."""
+
+
 class Target(ABC):
     """A search backend. One instance per process; cheap to create from a URL."""
 
@@ -143,6 +163,20 @@ class Target(ABC):
         """Make every write up to *mark* durable. Raises :class:`WritesLost` if the writer
         restarted since (its uncommitted writes are gone: redo them), :class:`TransientError` if
         it cannot be reached. Only called with marks from :meth:`bulk_unsynced`."""
+
+    def open_stage(self, index: str, name: str) -> Stage | None:
+        """A private writer for one attempt at a partition of the new version *index*, or None
+        where writes go straight through :meth:`bulk` (the default). A backend whose single
+        writer makes a shared write path slow (Tantivy) stages instead: *name* identifies the
+        attempt (partition and claim), and :meth:`adopt_stages` later takes the ones that
+        completed."""
+        return None
+
+    def adopt_stages(self, index: str, names: Collection[str]) -> int:
+        """Make the sealed stages *names* part of *index* (the claims that completed their
+        partitions; others are thrown away); return how many documents they added. Called once
+        every partition is done, before :meth:`finish_version`; safe to call again."""
+        return 0
 
     @abstractmethod
     def finish_version(self, index: str) -> None:

@@ -32,7 +32,7 @@ from sparkindex.documents.builder import DocumentBuilder, Page
 from sparkindex.errors import DocumentError, LockLost, PermanentError, TransientError, WritesLost
 from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange
-from sparkindex.targets.base import BulkItem, Target
+from sparkindex.targets.base import BulkItem, Stage, Target
 from sparkindex.worker.bulk import BulkOutcome, bulk_with_retries
 from sparkindex.worker.latency import LatencyHistogram
 
@@ -184,12 +184,16 @@ class _Attempt:
         self.after = rec.cursor  # where the next page starts
         self.acked_cursor = rec.cursor  # what the store knows
         self.rewinds = 0
+        self._chunks = 0  # stages this attempt opened
         self._pool = ThreadPoolExecutor(max_workers=worker.s.max_in_flight, thread_name_prefix="bulk")
         self._in_flight: deque[tuple[_Batch, Future[BulkOutcome]]] = deque()
         self._applied: deque[tuple[_Batch, BulkOutcome]] = deque()
         self._last_sync = time.monotonic()
         #: the partition's bulk latency so far (earlier attempts included), saved with progress
         self.latency = LatencyHistogram.from_json(rec.bulk_latency)
+        #: the attempt's private writer, where the target stages new versions (see Target.open_stage)
+        self.stage: Stage | None = None
+        self.staged = False
 
     def run(self) -> tuple[OutcomeStatus, str | None]:
         rec, s = self.rec, self.w.s
@@ -214,8 +218,12 @@ class _Attempt:
             return "failed", str(exc)
         finally:
             self._pool.shutdown(wait=True, cancel_futures=True)
+            if self.stage is not None:
+                self.stage.discard()  # unacknowledged: a later claim reads it again from the cursor
 
     def _run(self) -> tuple[OutcomeStatus, str | None]:
+        self.stage = self._open_stage()
+        self.staged = self.stage is not None
         while True:
             try:
                 return self._read_and_send()
@@ -277,6 +285,9 @@ class _Attempt:
     def _send(self, batch: _Batch) -> None:
         """Put *batch* in flight; collect finished bulks; sync when the last sync is old enough."""
         s = self.w.s
+        if self.stage is not None:
+            self._stage(batch)
+            return
         while len(self._in_flight) >= s.max_in_flight:
             self._collect_oldest()
         future = self._pool.submit(
@@ -290,6 +301,59 @@ class _Attempt:
         ):
             self._sync_and_acknowledge()
 
+    def _open_stage(self) -> Stage | None:
+        self._chunks += 1
+        return self.w.target.open_stage(self.index, stage_name(self.rec.id, self.rec.claim_token, self._chunks))
+
+    def _stage(self, batch: _Batch) -> None:
+        """A staged attempt adds in its own process (Tantivy indexes on its own threads meanwhile);
+        every ``sync_every_s`` and at the end it seals the stage and acknowledges what it holds."""
+        if self.stage is None:
+            self.stage = self._open_stage()
+            assert self.stage is not None
+        started = time.monotonic()
+        outcome = BulkOutcome()
+        for res in self.stage.bulk(batch.items) if batch.items else []:
+            if res.ok:
+                outcome.success += 1
+            else:
+                outcome.failures.append((res.id, res.error_class or "BulkItemError", res.error or "rejected"))
+        self.latency.observe(time.monotonic() - started)
+        batch.items = []
+        self._applied.append((batch, outcome))
+        if time.monotonic() - self._last_sync >= self.w.s.sync_every_s:
+            self._seal_and_acknowledge(complete=False)
+
+    def _seal_and_acknowledge(self, complete: bool) -> None:
+        """Seal the current stage, then record its batches in one write naming it (the store's
+        list of a partition's stages is what the finish adopts); a stage sealed but never
+        recorded (a crash between the two) is never adopted, and its batches are read again."""
+        stage, self.stage = self.stage, None
+        name = None
+        if stage is not None and self._applied:
+            stage.seal()
+            name = stage.name
+        elif stage is not None:
+            stage.discard()
+        cursor, success, failures = self.acked_cursor, 0, []
+        for batch, outcome in self._applied:
+            cursor = batch.cursor if batch.cursor is not None else cursor
+            success += outcome.success
+            failures.extend([*batch.build_failures, *outcome.failures])
+        self._applied.clear()
+        self._last_sync = time.monotonic()
+        rec, store = self.rec, self.w.store
+        if failures:
+            store.dead_letters.add(self.w.job_id, rec.entity, rec.id, failures)
+        latency = self.latency.to_json()
+        if complete:
+            store.complete(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=name)
+        elif name is not None:
+            store.save_progress(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=name)
+        self.acked_cursor = cursor
+        self.indexed += success
+        self.failed += len(failures)
+
     def _collect_oldest(self) -> None:
         batch, future = self._in_flight.popleft()
         outcome = future.result()  # TransientError here: the target stayed down
@@ -301,6 +365,9 @@ class _Attempt:
     def _acknowledge_all(self, complete: bool = False) -> None:
         while self._in_flight:
             self._collect_oldest()
+        if self.staged:
+            self._seal_and_acknowledge(complete)
+            return
         if complete and not self._applied:
             self.w.store.complete(self.rec.id, self.rec.claim_token, latency=self.latency.to_json())
             return
@@ -339,6 +406,11 @@ class _Attempt:
                 future.result()
         self._applied.clear()
         self.after = self.acked_cursor
+
+
+def stage_name(partition_id: str, claim_token: int, chunk: int) -> str:
+    """Names one stage of one claim of a partition (unique: a claim token is never reused)."""
+    return f"{partition_id}.{claim_token}.{chunk}"
 
 
 def _failure(err: DocumentError) -> tuple[str, str, str]:

@@ -1,8 +1,11 @@
 """Tantivy as a search target, written by many Spark tasks at once.
 
-Tantivy allows one ``IndexWriter`` per directory, so every write goes through the version's
-writer service (:mod:`.service`): tasks convert their documents to Tantivy JSON in their own
-process (in parallel), and the service applies them as upserts and group-commits. Reads (count,
+Tantivy allows one ``IndexWriter`` per directory. While a new version is built, each partition
+attempt writes a stage of its own, in its own process, and the finish adopts the completed
+ones (:mod:`.stages`); every other write (change capture, repair, the DataFrame writer) goes
+through the version's writer service (:mod:`.service`): tasks convert their documents to
+Tantivy JSON in their own process (in parallel), and the service applies them as upserts and
+group-commits. Reads (count,
 scans, search) open the directory directly; they never need the writer.
 """
 
@@ -12,7 +15,7 @@ import logging
 import re
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +34,11 @@ from sparkindex.targets.base import (
     version_name,
     version_number,
 )
-from sparkindex.targets.tantivy import reader
+from sparkindex.targets.tantivy import reader, stages
 from sparkindex.targets.tantivy.catalogue import AliasCatalogue
 from sparkindex.targets.tantivy.config import TantivyTargetConfig
 from sparkindex.targets.tantivy.schema import SchemaPlan, build_schema, to_tantivy_json
+from sparkindex.targets.tantivy.stages import TantivyStage
 from sparkindex.targets.tantivy.writer import WriterClient
 
 log = logging.getLogger(__name__)
@@ -72,12 +76,22 @@ class TantivyTarget(Target):
         schema, _ = build_schema(mapping)
         tantivy.Index(schema, path=str(tmp), reuse=False)
         (tmp / MAPPING_FILE).write_bytes(orjson.dumps(mapping, option=orjson.OPT_INDENT_2))
-        (tmp / STATE_FILE).write_bytes(orjson.dumps({"state": "building", "created_at": time.time()}))
+        # whether the version is built in stages is fixed here, once: a job resumed with another
+        # setting must not mix staged (add-only) writes with the service's upserts
+        state = {"state": "building", "created_at": time.time(), "staged": self.config.staged_builds}
+        (tmp / STATE_FILE).write_bytes(orjson.dumps(state))
         tmp.rename(path)  # appears whole or not at all
         return index
 
+    def _state(self, index: str) -> dict[str, Any]:
+        try:
+            state: dict[str, Any] = orjson.loads((self._dir(index) / STATE_FILE).read_bytes())
+        except FileNotFoundError:
+            raise PermanentError(f"tantivy index {index!r} does not exist under {self.root}") from None
+        return state
+
     def _write_state(self, index: str, state: dict[str, Any]) -> None:
-        (self._dir(index) / STATE_FILE).write_bytes(orjson.dumps(state))
+        (self._dir(index) / STATE_FILE).write_bytes(orjson.dumps({**self._state(index), **state}))
 
     def version_exists(self, index: str) -> bool:
         return (self._dir(index) / MAPPING_FILE).exists()
@@ -98,6 +112,7 @@ class TantivyTarget(Target):
                 raise PermanentError(f"index {index!r} is behind alias {alias!r}; swap the alias first")
         self._open.pop(index, None)
         self._writer_client(index).stop_if_running()
+        stages.remove_stages(self._dir(index))
         shutil.rmtree(self._dir(index), ignore_errors=False)
 
     def _index(self, index: str) -> tuple[tantivy.Index, SchemaPlan]:
@@ -159,8 +174,31 @@ class TantivyTarget(Target):
                 results[i] = BulkItemResult(items[i].id, False, err[1], err[0])
         return [r for r in results if r is not None], mark
 
+    def open_stage(self, index: str, name: str) -> TantivyStage | None:
+        if not self._state(index).get("staged"):
+            return None  # created to be written through the service (or by an older sparkindex)
+        mapping = orjson.loads((self._dir(index) / MAPPING_FILE).read_bytes())
+        return TantivyStage(self._dir(index), name, mapping, self.config.stage_heap_mb)
+
+    def adopt_stages(self, index: str, names: Collection[str]) -> int:
+        path = self._dir(index)
+        if not stages.stages_dir(path).exists():
+            return 0
+        with self._writer_client(index).exclusive():  # no Tantivy writer may be open meanwhile
+            added = stages.adopt(path, names)
+            stages.remove_stages(path)  # before anyone may merge the adopted segments away
+        self._open.pop(index, None)
+        return added
+
     def finish_version(self, index: str) -> None:
-        self._writer_client(index).finish()
+        client = self._writer_client(index)
+        if self._state(index).get("staged"):
+            # Every acknowledged write is committed already. The adopted segments (about one per
+            # partition) are searchable as they are; Tantivy's merge policy takes them on the
+            # version's next commit (a sync), so a rebuild ends without a merge tail.
+            client.stop_if_running()
+        else:
+            client.finish()  # commit, merge and collect garbage, starting a service if needed
         self._write_state(index, {"state": "ready", "finished_at": time.time()})
 
     def observe_fence(self, alias: str, fence: int) -> None:

@@ -17,6 +17,14 @@ class TantivyTargetConfig(BaseModel):
     #: Writer heap while bulk loading; a larger heap means fewer, larger segments.
     writer_heap_mb: int = Field(default=256, ge=16)
     writer_threads: int = Field(default=2, ge=1)
+    #: Build new versions in stages, one per partition attempt, adopted at the finish (fast: no
+    #: socket hop, no deletes, no shared writer). False sends every write through the version's
+    #: writer service, which acknowledges cursors inside a partition: worth it only when single
+    #: partitions are so large that redoing one after a crash costs more than the staging saves.
+    staged_builds: bool = True
+    #: Writer heap of each partition attempt's stage while a new version is built (one
+    #: indexing thread each; Spark runs the attempts side by side).
+    stage_heap_mb: int = Field(default=128, ge=16)
     #: How long a client waits for the index's writer service to start.
     lock_timeout_s: float = Field(default=120.0, gt=0)
     #: The writer service commits and exits after this long without requests.

@@ -8,13 +8,14 @@ until it answers. A request whose connection breaks has an unknown outcome; it i
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from sparkindex.targets.base import WriteMark
 from sparkindex.targets.tantivy.wire import GROUP_WAIT_S, recv_frame, send_frame, service_address
 
 SPAWN_LOCK = ".sparkindex-service.lock"
+#: the lock file Tantivy's IndexWriter holds while it is open
+TANTIVY_WRITER_LOCK = ".tantivy-writer.lock"
 SERVICE_LOG = "sparkindex-service.log"
 
 
@@ -151,6 +154,43 @@ class WriterClient:
         reply = self.request({"op": "finish"})
         if reply is None or not reply.get("ok"):
             raise TransientError(f"tantivy index {self.index_dir.name!r}: finish failed: {reply}")
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Stop a running service and hold the directory's Tantivy writer lock (no service may
+        start, and none still exiting may commit) until the block ends: the caller changes the
+        directory's segments itself (adopting stages)."""
+        with open(self.index_dir / SPAWN_LOCK, "a+b") as spawn:
+            fcntl.flock(spawn, fcntl.LOCK_EX)
+            try:
+                reply = self.request({"op": "finish"}, start=False)
+                if reply is not None and not reply.get("ok"):
+                    raise TransientError(f"tantivy index {self.index_dir.name!r}: finish failed: {reply}")
+                with open(self.index_dir / TANTIVY_WRITER_LOCK, "a+b") as writer:
+                    self._lock_within(writer, self.start_timeout_s)
+                    try:
+                        yield
+                    finally:
+                        fcntl.flock(writer, fcntl.LOCK_UN)
+            finally:
+                fcntl.flock(spawn, fcntl.LOCK_UN)
+
+    def _lock_within(self, fh: Any, timeout_s: float) -> None:
+        """Take Tantivy's own writer lock (an flock, as tantivy takes it), waiting for a service
+        that is still exiting to let go of it."""
+        deadline = time.monotonic() + timeout_s
+        pause = 0.01
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TransientError(
+                        f"tantivy index {self.index_dir.name!r}: a writer still holds it after {timeout_s:.0f} s"
+                    ) from None
+                time.sleep(pause)  # a service on its way out: it releases the lock when it exits
+                pause = min(pause * 2, 0.2)
 
     def stop_if_running(self) -> None:
         """Make a running service finish and exit (before its directory is deleted)."""

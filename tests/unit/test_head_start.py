@@ -2,7 +2,8 @@
 thread running the same PartitionWorker over every partition in claim order, as a pass does.
 
 * While the session is not ready, the driver runs partitions from the back of the claim order.
-* It stops claiming once the session is ready, and what it and the "pass" ran adds up exactly:
+* It stops claiming once the session is ready and the pass has claimed a partition, and what it
+  and the "pass" ran adds up exactly:
   every partition completed once, every row indexed once, none twice.
 """
 
@@ -44,7 +45,7 @@ def test_head_start_and_the_pass_share_the_partitions_exactly_once(tmp_path: Pat
         deadline.wait(0.05)
     session.set_result(object())
     worker = WorkerContext(pipeline, store).partition_worker(job_id, "run-1")
-    outcomes = [worker.run(p.id, "test:pass") for p in parts]  # the pass: front to back
+    outcomes = [worker.run(p.id, "test:pass", take_over_run=False) for p in parts]  # the pass: front to back
     head.join()
 
     by_driver = [o.partition_id for o in head.outcomes if o.status == "completed"]

@@ -44,7 +44,8 @@ class PartitionRows(StoreBase):
         super().__init__(engine, tables, single)
         self._returning = engine.dialect.update_returning
         # Built once: the worker's statements cost no construction and no cache-key work per call.
-        self._claim_stmt = self._build_claim()
+        self._claim_stmt = self._build_claim(take_over_run=True)
+        self._claim_free_stmt = self._build_claim(take_over_run=False)
         self._progress_stmt = self._build_progress(None)
         self._complete_stmt = self._build_progress(P.COMPLETED)
 
@@ -89,22 +90,26 @@ class PartitionRows(StoreBase):
             return [PartitionRecord.from_row(r) for r in conn.execute(stmt.order_by(*claim_order(pt)))]
 
     @rerun_on_conflict
-    def claimable(self, job_id: str, now: float | None = None) -> list[PartitionRecord]:
+    def claimable(self, job_id: str, now: float | None = None, limit: int | None = None) -> list[PartitionRecord]:
         """What a pass hands to its workers, in claim order: PENDING ones and CLOSED ones whose
-        ``reopen_at`` has come. (PROCESSING ones come back through :meth:`reclaim_stale`.)"""
+        ``reopen_at`` has come (the first *limit* of them). (PROCESSING ones come back through
+        :meth:`reclaim_stale`.)"""
         pt = self.t.partition
         now = time.time() if now is None else now
         due = sa.or_(pt.c.status == P.PENDING, sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now))
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(pt).where(pt.c.job_id == job_id, due).order_by(*claim_order(pt)))
+            stmt = sa.select(pt).where(pt.c.job_id == job_id, due).order_by(*claim_order(pt))
+            rows = conn.execute(stmt if limit is None else stmt.limit(limit))
             return [PartitionRecord.from_row(r) for r in rows]
 
     # -- the claim ---------------------------------------------------------------------------------
-    def _build_claim(self) -> sa.Update:
+    def _build_claim(self, take_over_run: bool) -> sa.Update:
         """Built once. Which states a claim may start from is :data:`states.CLAIM_SOURCES` (the
-        transition table); each needs its guard here, so a new source state cannot slip in unguarded."""
+        transition table); each needs its guard here, so a new source state cannot slip in unguarded.
+        *take_over_run*: a claim may take a partition another attempt of the same run holds."""
         pt = self.t.partition
         now = sa.bindparam("b_now", type_=Time)
+        stale = sa.func.coalesce(pt.c.last_heartbeat, 0.0) < sa.bindparam("b_cutoff", type_=Time)
         guards: dict[PartitionStatus, sa.ColumnElement[bool]] = {
             P.PENDING: pt.c.status == P.PENDING,
             # parked by close_partition until reopen_at
@@ -112,10 +117,7 @@ class PartitionRows(StoreBase):
             # a retry of the same Spark task (same run), or a holder whose lease ran out
             P.PROCESSING: sa.and_(
                 pt.c.status == P.PROCESSING,
-                sa.or_(
-                    pt.c.run_id == sa.bindparam("b_run_id"),
-                    sa.func.coalesce(pt.c.last_heartbeat, 0.0) < sa.bindparam("b_cutoff", type_=Time),
-                ),
+                sa.or_(pt.c.run_id == sa.bindparam("b_run_id"), stale) if take_over_run else stale,
             ),
         }
         if set(guards) != CLAIM_SOURCES:
@@ -139,13 +141,16 @@ class PartitionRows(StoreBase):
         return stmt.returning(*pt.c) if self._returning else stmt
 
     @rerun_on_conflict
-    def claim(self, partition_id: str, owner: str, run_id: str, stale_after_s: float) -> PartitionRecord | None:
+    def claim(
+        self, partition_id: str, owner: str, run_id: str, stale_after_s: float, take_over_run: bool = True
+    ) -> PartitionRecord | None:
         """Claim one specific partition for a worker; one statement.
 
         Allowed when it is PENDING, CLOSED and re-opened, held by an earlier attempt of this same
-        run (Spark retried or speculated the task), or held by anyone whose lease (heartbeat) is
-        older than *stale_after_s*. Returns None when it is finished, parked, or a live process
-        elsewhere holds it; the returned record carries the new claim token.
+        run (Spark retried or speculated the task; not with *take_over_run* False: workers of one
+        run that share a queue of partitions must not take each other's), or held by anyone whose
+        lease (heartbeat) is older than *stale_after_s*. Returns None when it is finished, parked,
+        or a live process elsewhere holds it; the returned record carries the new claim token.
         """
         now = time.time()
         params = {
@@ -156,11 +161,12 @@ class PartitionRows(StoreBase):
             "b_cutoff": now - stale_after_s,
         }
         pt = self.t.partition
+        stmt = self._claim_stmt if take_over_run else self._claim_free_stmt
         # RETURNING: one autocommit statement; MySQL/MariaDB: UPDATE then SELECT in one transaction
         with (self.single if self._returning else self.engine).begin() as conn:
             if self._returning:
-                row = conn.execute(self._claim_stmt, params).first()
-            elif conn.execute(self._claim_stmt, params).rowcount == 1:
+                row = conn.execute(stmt, params).first()
+            elif conn.execute(stmt, params).rowcount == 1:
                 row = conn.execute(sa.select(pt).where(pt.c.id == partition_id)).first()
             else:
                 row = None

@@ -4,10 +4,12 @@ A reindex starts its SparkSession on a thread while it plans, but the JVM takes 
 than the planning (about 6-10 s on two cores), and until then no task runs. The driver already
 holds everything a worker needs (the pipeline, a store, the source), so it runs pending
 partitions itself through the same :class:`PartitionWorker` a Spark task uses, taking them from
-the end of the claim order (the Spark pass starts at the front). It stops claiming as soon as the
-session is ready and finishes the partition in hand; the Spark task given that partition finds
-it claimed and skips it. Claims, cursors and fencing are the worker's own, so a partition run
-here is exactly as safe as one run on an executor.
+the end of the claim order (the Spark pass starts at the front). It stops claiming once the
+session is ready and another worker of the run has claimed a partition (submitting the first
+job and starting the Python workers takes seconds more after the session is up), and finishes
+the partition in hand. Neither takes the other's partitions (``take_over_run=False``). Claims,
+cursors and fencing are the worker's own, so a partition run here is exactly as safe as one run
+on an executor.
 
 Only for local masters: on a cluster the driver may be a small machine far from the data.
 """
@@ -51,6 +53,10 @@ class HeadStart:
         if self._thread.is_alive():
             self._thread.join()
 
+    def _others_started(self, store: CoordinationStore, owner: str) -> bool:
+        running = store.partitions(self.job_id, [PartitionStatus.PROCESSING, PartitionStatus.COMPLETED])
+        return any(p.run_id == self.run_id and p.owner not in (None, owner) for p in running)
+
     def _run(self) -> None:
         # imported here: spark.context resolves plans through jobs.planning, and the jobs package
         # imports this module
@@ -61,11 +67,11 @@ class HeadStart:
         owner = f"{socket.gethostname()}:{os.getpid()}:{self.run_id}:driver"
         try:
             worker = WorkerContext(p, store).partition_worker(self.job_id, self.run_id)
-            while not self.session.done():
+            while not (self.session.done() and self._others_started(store, owner)):
                 pending = store.partitions(self.job_id, [PartitionStatus.PENDING])
                 if not pending:
                     return
-                outcome = worker.run(pending[-1].id, owner)
+                outcome = worker.run(pending[-1].id, owner, take_over_run=False)
                 self.outcomes.append(outcome)
                 if outcome.status not in ("completed", "skipped"):
                     return  # leave anything unusual to the Spark passes and their retries

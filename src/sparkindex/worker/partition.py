@@ -130,11 +130,13 @@ class PartitionWorker:
         self.s = settings
         self._next_stop_check = 0.0
 
-    def run(self, partition_id: str, owner: str) -> PartitionOutcome:
+    def run(self, partition_id: str, owner: str, take_over_run: bool = True) -> PartitionOutcome:
+        """Claim and run one partition (see :meth:`CoordinationStore.claim` for *take_over_run*);
+        "skipped" when it cannot be claimed."""
         started = time.monotonic()
         rec = None
         if self.store.job(self.job_id).status != JobStatus.STOPPING:
-            rec = self.store.claim(partition_id, owner, self.run_id, self.s.claim_timeout_s)
+            rec = self.store.claim(partition_id, owner, self.run_id, self.s.claim_timeout_s, take_over_run)
         if rec is None:  # stopping, finished, or a live process elsewhere holds it
             return PartitionOutcome(partition_id, "", "skipped")
         lease = _Lease(self.store, rec, max(0.5, self.s.claim_timeout_s / 4))

@@ -300,6 +300,9 @@ class SparkConfig(_Strict):
     master: str = "local[*,4]"
     app_name: str = "sparkindex"
     conf: dict[str, str] = Field(default_factory=dict)
+    #: the driver JVM starts from a class-data archive it writes on first use (spark/cds.py),
+    #: kept in $SPARKINDEX_CACHE_DIR (default ~/.cache/sparkindex), about 150 MB
+    class_data_sharing: bool = True
 
 
 class JobConfig(_Strict):

@@ -37,6 +37,20 @@ def register_data_sources(spark: Any) -> None:
     spark.dataSource.register(SparkIndexSource)
 
 
+def _start(conf: Any, log_path: Path | None) -> Any:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if log_path is not None and SparkContext._active_spark_context is None:
+        from pyspark.java_gateway import launch_gateway
+
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log_fh:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": log_fh, "stderr": log_fh})  # type: ignore[no-untyped-call]
+        SparkContext(conf=conf, gateway=gateway)
+    return SparkSession.builder.config(conf=conf).getOrCreate()
+
+
 def build_session(
     config: SparkConfig, log_path: Path | None = None, register: bool = True, extra: dict[str, str] | None = None
 ) -> Any:
@@ -51,21 +65,29 @@ def build_session(
     if config.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
+    from pyspark.errors import PySparkRuntimeError
 
     conf = SparkConf().setMaster(config.master).setAppName(config.app_name)
     # Executors on a cluster start Python from this conf, not from the driver's environment.
     conf.set("spark.pyspark.python", sys.executable)
     for key, value in {**DEFAULT_CONF, **(extra or {}), **config.conf}.items():
         conf.set(key, value)
-    if log_path is not None and SparkContext._active_spark_context is None:
-        from pyspark.java_gateway import launch_gateway
+    archive = None
+    java_options = conf.get("spark.driver.extraJavaOptions") or ""
+    if config.class_data_sharing and SparkContext._active_spark_context is None:
+        from sparkindex.spark.cds import class_archive
 
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log_fh:
-            gateway = launch_gateway(conf, popen_kwargs={"stdout": log_fh, "stderr": log_fh})  # type: ignore[no-untyped-call]
-        SparkContext(conf=conf, gateway=gateway)
-    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+        archive = class_archive()
+        conf.set("spark.driver.extraJavaOptions", f"{java_options} {archive.options}".strip())
+    try:
+        spark = _start(conf, log_path)
+    except PySparkRuntimeError:
+        if archive is None or archive.archive is None:
+            raise
+        # a damaged archive keeps the JVM from starting: drop it, start without (and make another)
+        archive.discard()
+        conf.set("spark.driver.extraJavaOptions", java_options)
+        spark = _start(conf, log_path)
     spark.sparkContext.setLogLevel("ERROR")
     if register:
         register_data_sources(spark)

@@ -94,7 +94,8 @@ def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> 
         if p.status != P.COMPLETED:
             assert after[pid].success_count == after[pid].estimated_count or after[pid].success_count > 0
     report = _verify(cli, tmp_path / "pipeline.yaml")
-    assert (report["missing"], report["extra"], report["stale"], report["checked"]) == (0, 0, 0, 12_000)
+    drift = (report["missing"], report["extra"], report["stale"], report["duplicates"], report["checked"])
+    assert drift == (0, 0, 0, 0, 12_000)
 
 
 def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
@@ -138,4 +139,4 @@ def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
     claims = {int(name.split(".")[1]) for name in killed.stage_names}
     assert len(claims) >= 2, killed.stage_names
     report = _verify(cli, tmp_path / "pipeline.yaml")
-    assert (report["missing"], report["extra"], report["stale"]) == (0, 0, 0)
+    assert (report["missing"], report["extra"], report["stale"], report["duplicates"]) == (0, 0, 0, 0)

@@ -177,8 +177,7 @@ def test_secrets_never_reach_spark(tmp_path: Path, spark: Any, services: dict[st
 
         # The DataFrame a pass runs, built as run_partitions builds it (it collects at once).
         store = store_of(pipeline)
-        pids = [p.id for p in store.partitions(summary.job_id)]
-        df = partitions_frame(spark, pipeline, summary.job_id, "probe", pids)
+        df = partitions_frame(spark, pipeline, summary.job_id, "probe", store.partitions(summary.job_id))
         plan_text = df._jdf.queryExecution().toString()
         assert "MapInArrow" in plan_text or "mapInArrow" in plan_text.lower(), plan_text
         assert PASSWORD not in plan_text

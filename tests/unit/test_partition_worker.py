@@ -152,6 +152,30 @@ def test_lease_is_renewed_while_a_page_read_is_blocked(
     target.finish_version(index)
 
 
+# -- staged builds -----------------------------------------------------------------------------------
+def test_a_staged_attempt_seals_often_and_never_writes_through_the_service(tmp_path: Path) -> None:
+    """Every batch goes to a stage, before and after each seal; each seal is recorded with its
+    batches; what the finish adopts is every row once."""
+    pipeline = make_shop(tmp_path, products=1000, partition_size=1000, page_size=100)
+    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
+    store, job_id, index, plan = plan_job(pipeline, target, "products")
+    [part] = store.partitions(job_id)
+    builder = CountingBuilder(open_source(pipeline.source_url()), plan)
+    settings = WorkerSettings(batch_size=100, sync_every_s=0.0)  # seal after every batch
+    worker = PartitionWorker(store, target, lambda _: builder, job_id, "run-1", {"products": index}, settings)
+
+    outcome = worker.run(part.id, "test:worker")
+
+    assert (outcome.status, outcome.indexed) == ("completed", 1000), outcome
+    done = store.partition(part.id)
+    assert len(done.stage_names) == 10, done.stage_names
+    assert target._writer_client(index).request({"op": "ping"}, start=False) is None, "no writer service ran"
+    assert not (tmp_path / "index" / index / "sparkindex-service.log").exists()
+    adopt_completed_stages(store, target, job_id, {"products": index})
+    ids = [i for i, _ in target.scan_hashes(index)]
+    assert len(ids) == len(set(ids)) == 1000
+
+
 # -- target down ------------------------------------------------------------------------------------
 def test_worker_stops_reading_and_parks_the_partition_when_the_target_is_down(tmp_path: Path) -> None:
     pipeline = make_shop(tmp_path, products=1000, partition_size=1000, page_size=100)

@@ -39,6 +39,7 @@ class HeadStart:
         self.run_id = run_id
         self.session = session
         self.outcomes: list[PartitionOutcome] = []
+        self._stop = threading.Event()  # set by the driver: a pass ended, or the run is ending
         self._thread = threading.Thread(target=self._run, name="sparkindex-head-start", daemon=True)
 
     @staticmethod
@@ -49,9 +50,17 @@ class HeadStart:
         self._thread.start()
 
     def join(self) -> None:
-        """Wait for the partition in hand (the thread stops claiming once the session is up)."""
+        """Stop claiming and wait for the partition in hand."""
+        self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+
+    def _done(self, store: CoordinationStore, owner: str) -> bool:
+        if self._stop.is_set():
+            return True
+        if not self.session.done():
+            return False
+        return self.session.exception() is not None or self._others_started(store, owner)
 
     def _others_started(self, store: CoordinationStore, owner: str) -> bool:
         running = store.partitions(self.job_id, [PartitionStatus.PROCESSING, PartitionStatus.COMPLETED])
@@ -67,14 +76,14 @@ class HeadStart:
         owner = f"{socket.gethostname()}:{os.getpid()}:{self.run_id}:driver"
         try:
             worker = WorkerContext(p, store).partition_worker(self.job_id, self.run_id)
-            while not (self.session.done() and self._others_started(store, owner)):
+            while not self._done(store, owner):
                 pending = store.partitions(self.job_id, [PartitionStatus.PENDING])
                 if not pending:
                     return
                 outcome = worker.run(pending[-1].id, owner, take_over_run=False)
                 self.outcomes.append(outcome)
-                if outcome.status not in ("completed", "skipped"):
-                    return  # leave anything unusual to the Spark passes and their retries
+                if outcome.status != "completed":
+                    return  # stopping, or anything unusual: left to the Spark passes and their retries
         except SparkIndexError as exc:
             log.warning("the driver's head start stopped: %s", exc)
         finally:

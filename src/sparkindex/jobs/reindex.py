@@ -24,7 +24,7 @@ import orjson
 
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
-from sparkindex.coordination.records import JobRecord
+from sparkindex.coordination.records import JobRecord, PartitionRecord
 from sparkindex.coordination.recovery import holder_is_dead, holder_name, recover
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
@@ -267,7 +267,7 @@ class ReindexJob:
                 if keeper.lost:
                     raise LockLost(keeper.lost)
                 self.progress.phase(f"pass {n + 1}: {len(todo)} partitions on Spark")
-                self._run_pass(store, job.id, [t.id for t in todo], n + 1, dict(keeper.tokens))
+                self._run_pass(store, job.id, todo, n + 1, dict(keeper.tokens))
         finally:
             self._join_head_start()
             poller.stop()
@@ -278,14 +278,14 @@ class ReindexJob:
             head.join()
 
     def _run_pass(
-        self, store: CoordinationStore, job_id: str, partition_ids: list[str], n: int, fence: dict[str, int]
+        self, store: CoordinationStore, job_id: str, todo: list[PartitionRecord], n: int, fence: dict[str, int]
     ) -> None:
         from sparkindex.spark.partition_job import run_partitions
 
         spark = self._spark()
         spark.sparkContext.setJobGroup(self.job_group, f"sparkindex reindex {job_id} pass {n}", True)
         try:
-            outcomes = run_partitions(spark, self.pipeline, job_id, self.run_id, partition_ids)
+            outcomes = run_partitions(spark, self.pipeline, job_id, self.run_id, todo)
             for o in outcomes:
                 if o.status not in ("completed", "skipped"):
                     log.warning("partition %s (%s): %s %s", o.partition_id, o.entity, o.status, o.error or "")

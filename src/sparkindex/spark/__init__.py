@@ -1,6 +1,6 @@
 """Spark integration: the session factory, the job's partition tasks and the DataFrame writer.
 
-* :func:`partition_job.run_partitions`: a job's partitions as one Spark job, one task each;
+* :func:`partition_job.run_partitions`: a job's partitions as one Spark job, one queue-worker task per slot;
 * ``sparkindex``: a writer for any DataFrame (``df.write.format("sparkindex")``).
 """
 

@@ -46,29 +46,55 @@ def cache_dir() -> Path:
 
 
 def _key() -> str:
-    """The archive belongs to one JDK, one Spark and one interpreter (its classpath)."""
+    """The archive belongs to one JDK build, one Spark and one interpreter (its classpath)."""
     import pyspark
 
     home = os.environ.get("JAVA_HOME")
     java = os.path.realpath(os.path.join(home, "bin", "java") if home else shutil.which("java") or "java")
-    return hashlib.sha256(f"{pyspark.__version__}|{java}|{os.path.realpath(sys.executable)}".encode()).hexdigest()[:16]
+    try:
+        built = os.stat(java).st_mtime_ns  # an upgrade in place replaces the binary
+    except OSError:
+        built = 0
+    interpreter = os.path.realpath(sys.executable)
+    return hashlib.sha256(f"{pyspark.__version__}|{java}|{built}|{interpreter}".encode()).hexdigest()[:16]
 
 
 def class_archive(directory: Path | None = None) -> ClassArchive:
+    """Options for this JVM start; never raises (no archive is a slower start, not an error)."""
     directory = directory or cache_dir()
+    try:
+        return _class_archive(directory)
+    except OSError:  # a read-only cache, a dump another process adopted a moment ago
+        return ClassArchive("", None)
+
+
+def _class_archive(directory: Path) -> ClassArchive:
     archive = directory / f"spark-{_key()}.jsa"
+    errors = f"-XX:ErrorFile={directory}/hs_err_pid%p.log"  # not in the user's working directory
     dumps = sorted(directory.glob(f"{archive.name}.dump-*"))
     if not archive.exists():
-        settled = [d for d in dumps if time.time() - d.stat().st_mtime > DUMP_SETTLED_S]
+        settled = [d for d in dumps if _age(d) > DUMP_SETTLED_S]
         if settled:
             os.replace(settled[0], archive)
             dumps.remove(settled[0])
+            _prune(directory, keep=archive)
     if archive.exists():
         for extra in dumps:  # others' dumps, written at the same time as the adopted one
-            if time.time() - extra.stat().st_mtime > DUMP_SETTLED_S:
+            if _age(extra) > DUMP_SETTLED_S:
                 extra.unlink(missing_ok=True)
-        return ClassArchive(f"-XX:SharedArchiveFile={archive} {QUIET}", archive)
+        return ClassArchive(f"-XX:SharedArchiveFile={archive} {errors} {QUIET}", archive)
     if dumps:
-        return ClassArchive("", None)  # another JVM is writing one: one archive is enough
+        return ClassArchive(errors, None)  # another JVM is writing one: one archive is enough
     directory.mkdir(parents=True, exist_ok=True)
-    return ClassArchive(f"-XX:ArchiveClassesAtExit={archive}.dump-{os.getpid()} {QUIET}", None)
+    return ClassArchive(f"-XX:ArchiveClassesAtExit={archive}.dump-{os.getpid()} {errors} {QUIET}", None)
+
+
+def _age(path: Path) -> float:
+    return time.time() - path.stat().st_mtime
+
+
+def _prune(directory: Path, keep: Path) -> None:
+    """Archives of other JDKs, Sparks or interpreters (about 150 MB each) and their old dumps."""
+    for other in directory.glob("spark-*.jsa*"):
+        if other != keep and not other.name.startswith(keep.name) and _age(other) > DUMP_SETTLED_S:
+            other.unlink(missing_ok=True)

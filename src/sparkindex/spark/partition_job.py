@@ -8,7 +8,8 @@ summary row per partition it ran. Documents never cross into the JVM or between 
 task per partition cost a Spark task launch between partitions (a third of a second here, a
 tenth of a partition's time); a queue also balances itself: a fast slot simply claims more.
 Workers of one run never take each other's partitions (``take_over_run=False``); what a dead
-one held is released when the pass ends (or its lease runs out) and the next pass runs it.
+one held is released when the pass ends and the next pass runs it. A partition that failed
+during the pass waits for the next pass too, rather than being retried at once by every slot.
 
 The pipeline travels inside the pickled task function, never in Spark options, so its secrets
 do not show in the Spark UI, the event logs or plan descriptions.
@@ -24,6 +25,8 @@ from typing import Any
 import pyarrow as pa
 
 from sparkindex.config.model import Pipeline
+from sparkindex.coordination.records import PartitionRecord
+from sparkindex.coordination.states import JobStatus
 from sparkindex.spark.context import task_identity, worker_context
 from sparkindex.worker.partition import PartitionOutcome
 
@@ -48,11 +51,11 @@ SUMMARY_DDL = (
 class PartitionTasks:
     """The task function: picklable, holding only plain values."""
 
-    def __init__(self, wire: str, job_id: str, run_id: str, partition_ids: Sequence[str]) -> None:
+    def __init__(self, wire: str, job_id: str, run_id: str, retries: dict[str, int]) -> None:
         self.wire = wire
         self.job_id = job_id
         self.run_id = run_id
-        self.partition_ids = list(partition_ids)
+        self.retries = retries  # the pass's partitions and their retry counts when it began
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _ in batches:  # the slot's row: its only use is to start this task
@@ -60,37 +63,52 @@ class PartitionTasks:
         ctx = worker_context(self.wire)
         worker = ctx.partition_worker(self.job_id, self.run_id)
         owner = task_identity(self.run_id)
-        for pid in claim_queue(ctx.store, self.job_id, set(self.partition_ids)):
+        for pid in claim_queue(ctx.store, self.job_id, self.run_id, self.retries):
             outcome = worker.run(pid, owner, take_over_run=False)
             if outcome.status != "skipped":
                 yield pa.RecordBatch.from_pylist([asdict(outcome)], schema=SUMMARY_SCHEMA)
+            if outcome.status == "lost":
+                return  # another driver runs the job now (or this pass was given up): stop taking work
 
 
-def claim_queue(store: Any, job_id: str, wanted: set[str], window: int = 8) -> Iterator[str]:
+def claim_queue(store: Any, job_id: str, run_id: str, retries: dict[str, int], window: int = 8) -> Iterator[str]:
     """The pass's partitions that are claimable now, in claim order, read again after each one
-    (others take partitions meanwhile); stops when none is left."""
+    (others take partitions meanwhile). Ends when none is left, when the job is stopping or run
+    by another driver (a worker of a cancelled pass must not go on), and skips a partition that
+    failed since the pass began (the next pass retries it, after the backoff of a pass)."""
     tried: set[str] = set()
     while True:
-        ahead = [p.id for p in store.claimable(job_id, limit=window + len(tried)) if p.id in wanted]
-        fresh = [pid for pid in ahead if pid not in tried]
+        job = store.job(job_id)
+        if job.status == JobStatus.STOPPING or (job.run_id is not None and job.run_id != run_id):
+            return
+        ahead = store.claimable(job_id, limit=window + len(tried))
+        fresh = [p.id for p in ahead if p.id in retries and p.retry_count <= retries[p.id] and p.id not in tried]
         if not fresh:
             return
+        tried.intersection_update(p.id for p in ahead)  # only what is still claimable can come again
         tried.add(fresh[0])  # once per task: claimed (and run), or held by another worker now
         yield fresh[0]
 
 
-def partitions_frame(spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partition_ids: Sequence[str]) -> Any:
-    """The pass as a DataFrame: one row per slot, one Spark task per row."""
-    slots = max(1, min(len(partition_ids), int(spark.sparkContext.defaultParallelism)))
-    fn = PartitionTasks(pipeline.wire_string(), job_id, run_id, partition_ids)
+def partitions_frame(
+    spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partitions: Sequence[PartitionRecord]
+) -> Any:
+    """The pass as a DataFrame: one row per slot, one Spark task per row. On a cluster, one per
+    partition: executors may still be registering when the pass starts (and dynamic allocation
+    grows with the tasks asked for); tasks beyond the work find the queue empty and end."""
+    local = str(spark.sparkContext.master).startswith("local")
+    slots = int(spark.sparkContext.defaultParallelism) if local else len(partitions)
+    slots = max(1, min(len(partitions), slots))
+    fn = PartitionTasks(pipeline.wire_string(), job_id, run_id, {p.id: p.retry_count for p in partitions})
     return spark.range(0, slots, 1, slots).mapInArrow(fn, SUMMARY_DDL)
 
 
 def run_partitions(
-    spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partition_ids: Sequence[str]
+    spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partitions: Sequence[PartitionRecord]
 ) -> list[PartitionOutcome]:
-    """Run *partition_ids* as one Spark job; return each task's outcome (raises if the job fails)."""
-    if not partition_ids:
+    """Run *partitions* as one Spark job; return the outcome of each partition a task ran
+    (raises if the job fails)."""
+    if not partitions:
         return []
-    rows = partitions_frame(spark, pipeline, job_id, run_id, partition_ids).collect()
+    rows = partitions_frame(spark, pipeline, job_id, run_id, partitions).collect()
     return [PartitionOutcome(**row.asDict()) for row in rows]

@@ -19,7 +19,7 @@ DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.python.worker.reuse": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # One task per partition of work; Spark must not bundle them.
+    # A task waits for no particular executor: the data is in the database, not in Spark.
     "spark.locality.wait": "0",
     # Workers fork from a daemon that has already imported sparkindex (see spark/daemon.py).
     "spark.python.daemon.module": "sparkindex.spark.daemon",
@@ -84,10 +84,11 @@ def build_session(
     except PySparkRuntimeError:
         if archive is None or archive.archive is None:
             raise
-        # a damaged archive keeps the JVM from starting: drop it, start without (and make another)
-        archive.discard()
+        # A damaged archive keeps the JVM from starting. Start without it; only if that works was
+        # the archive at fault (other processes share it), and it is dropped (the next run makes one).
         conf.set("spark.driver.extraJavaOptions", java_options)
         spark = _start(conf, log_path)
+        archive.discard()
     spark.sparkContext.setLogLevel("ERROR")
     if register:
         register_data_sources(spark)

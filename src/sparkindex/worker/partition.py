@@ -287,7 +287,7 @@ class _Attempt:
     def _send(self, batch: _Batch) -> None:
         """Put *batch* in flight; collect finished bulks; sync when the last sync is old enough."""
         s = self.w.s
-        if self.stage is not None:
+        if self.staged:  # every batch of a staged attempt, not only those before its first seal
             self._stage(batch)
             return
         while len(self._in_flight) >= s.max_in_flight:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,7 @@ def cache_dir() -> Path:
 
 
 def _key() -> str:
-    """The archive belongs to one JDK build, one Spark and one interpreter (its classpath)."""
+    """The archive belongs to one JDK build and one Spark installation (the classpath it maps)."""
     import pyspark
 
     home = os.environ.get("JAVA_HOME")
@@ -55,8 +54,8 @@ def _key() -> str:
         built = os.stat(java).st_mtime_ns  # an upgrade in place replaces the binary
     except OSError:
         built = 0
-    interpreter = os.path.realpath(sys.executable)
-    return hashlib.sha256(f"{pyspark.__version__}|{java}|{built}|{interpreter}".encode()).hexdigest()[:16]
+    jars = os.path.realpath(os.path.dirname(pyspark.__file__))  # the JVM's classpath: each venv its own
+    return hashlib.sha256(f"{pyspark.__version__}|{java}|{built}|{jars}".encode()).hexdigest()[:16]
 
 
 def class_archive(directory: Path | None = None) -> ClassArchive:

@@ -53,6 +53,10 @@ class UsageError(SparkIndexError):
     exit_code = 2
 
 
+class PartitionNotFound(PermanentError):
+    """A worker was given a partition the store does not hold (its job was deleted meanwhile)."""
+
+
 class IllegalTransition(PermanentError):
     """A state machine was asked to move along an edge that is not written down."""
 

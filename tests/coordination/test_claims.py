@@ -17,7 +17,8 @@ import sqlalchemy as sa
 
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.errors import LockLost, PermanentError
+from sparkindex.coordination.views import StoreViews
+from sparkindex.errors import LockLost, PartitionNotFound, PermanentError
 from tests.coordination.helpers import age_heartbeat, claim_all, new_job, spec
 
 P = PartitionStatus
@@ -135,6 +136,27 @@ def test_stages_are_recorded_with_their_batches_once_and_only_by_the_owner(store
     done = store.partition(pid)
     assert done.stage_names == ["p.1.1", "p.2.1"]
     assert done.success_count == 9
+
+
+def test_refused_updates_and_unknown_partitions_are_counted_for_the_metrics(
+    store: CoordinationStore, store_url: tuple[str, str]
+) -> None:
+    """The seed's partitionUpdateErrors and partitionNotFoundErrors, recorded in the store (the
+    server derives its metrics from it: executors cannot be scraped)."""
+    views = StoreViews(*store_url)
+    job_id, (pid,) = new_job(store, 1)
+    rec = store.claim(pid, "exec-1", "run-A", stale_after_s=60)
+    assert rec is not None
+    before = views.metrics()
+    assert (before.update_errors, before.not_found) == (0, 0)
+    for stale in (lambda: store.save_progress(pid, rec.claim_token + 1, [3], 1, 0), lambda: store.release(pid, 99)):
+        with pytest.raises(LockLost):
+            stale()
+    with pytest.raises(PartitionNotFound):
+        store.claim("no-such-partition", "exec-1", "run-A", stale_after_s=60)
+    store.count_partition_not_found(job_id)
+    after = views.metrics()
+    assert (after.update_errors, after.not_found) == (2, 1)
 
 
 def test_claim_of_unknown_partition_is_an_error(store: CoordinationStore) -> None:

@@ -31,9 +31,10 @@ def partition_columns(engine: sa.Engine, prefix: str) -> set[str]:
 
 
 def create_v1_store(url: str, prefix: str) -> tuple[str, dict[int, str]]:
-    """Today's tables minus what versions 2, 4, 5 and 6 added (``partition.writer``,
+    """Today's tables minus what versions 2 and 4-7 added (``partition.writer``,
     ``job.fingerprint``, ``dead_letter.attempt_key``, ``partition.bulk_latency``,
-    ``partition.stages``), versioned 1, holding a job and three partitions."""
+    ``partition.stages``, ``partition.update_errors``, ``job.partition_not_found``), versioned 1,
+    holding a job and three partitions."""
     engine = make_engine(url)
     try:
         t = make_tables(prefix)
@@ -44,6 +45,8 @@ def create_v1_store(url: str, prefix: str) -> tuple[str, dict[int, str]]:
             conn.execute(sa.text(f"ALTER TABLE {t.dead_letter.name} DROP COLUMN attempt_key"))
             conn.execute(sa.text(f"ALTER TABLE {t.partition.name} DROP COLUMN bulk_latency"))
             conn.execute(sa.text(f"ALTER TABLE {t.partition.name} DROP COLUMN stages"))
+            conn.execute(sa.text(f"ALTER TABLE {t.partition.name} DROP COLUMN update_errors"))
+            conn.execute(sa.text(f"ALTER TABLE {t.job.name} DROP COLUMN partition_not_found"))
         assert "writer" not in partition_columns(engine, prefix)
         v1_job = sa.Table(t.job.name, sa.MetaData(), autoload_with=engine)
         v1_partition = sa.Table(t.partition.name, sa.MetaData(), autoload_with=engine)
@@ -144,7 +147,7 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
 
     store = CoordinationStore(url, prefix)
     try:
-        assert SCHEMA_VERSION == 6
+        assert SCHEMA_VERSION == 7
         assert schema_version(store.engine, prefix) == [(1, SCHEMA_VERSION)]
         assert "writer" in partition_columns(store.engine, prefix)  # v2
         indexes = {ix["name"] for ix in sa.inspect(store.engine).get_indexes(f"{prefix}si_partition")}
@@ -153,6 +156,8 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
         assert "attempt_key" in table_columns(store.engine, f"{prefix}si_dead_letter")  # v4
         assert "bulk_latency" in partition_columns(store.engine, prefix)  # v5
         assert "stages" in partition_columns(store.engine, prefix)  # v6
+        assert "update_errors" in partition_columns(store.engine, prefix)  # v7
+        assert "partition_not_found" in table_columns(store.engine, f"{prefix}si_job")  # v7
 
         job = store.job(job_id)
         assert job.status == JobStatus.RUNNING and job.run_id == "run-v1"

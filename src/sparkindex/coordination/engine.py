@@ -88,6 +88,11 @@ def _v6_partition_stages(conn: sa.Connection, tables: Tables) -> None:
     conn.execute(sa.text(f"ALTER TABLE {tables.partition.name} ADD COLUMN stages TEXT"))
 
 
+def _v7_seed_error_counts(conn: sa.Connection, tables: Tables) -> None:
+    conn.execute(sa.text(f"ALTER TABLE {tables.partition.name} ADD COLUMN update_errors INTEGER NOT NULL DEFAULT 0"))
+    conn.execute(sa.text(f"ALTER TABLE {tables.job.name} ADD COLUMN partition_not_found INTEGER NOT NULL DEFAULT 0"))
+
+
 #: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
 #: sparkindex never loses the state of unfinished jobs.
 MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
@@ -96,6 +101,7 @@ MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
     4: _v4_fingerprint_and_attempt_key,
     5: _v5_bulk_latency,
     6: _v6_partition_stages,
+    7: _v7_seed_error_counts,
 }
 
 

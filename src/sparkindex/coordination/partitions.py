@@ -21,7 +21,7 @@ from sparkindex.coordination.base import Fence, StoreBase, rerun_on_conflict
 from sparkindex.coordination.records import PartitionRecord, PartitionSpec
 from sparkindex.coordination.states import CLAIM_SOURCES, PartitionStatus, check_partition
 from sparkindex.coordination.tables import Tables, Time
-from sparkindex.errors import LockLost, PermanentError
+from sparkindex.errors import LockLost, PartitionNotFound, PermanentError
 from sparkindex.keys import dump_key
 
 P = PartitionStatus
@@ -174,8 +174,16 @@ class PartitionRows(StoreBase):
                 return PartitionRecord.from_row(row)
             # not claimable: the rare path may afford a second look, to tell "unknown" apart
             if conn.execute(sa.select(pt.c.id).where(pt.c.id == partition_id)).first() is None:
-                raise PermanentError(f"partition {partition_id!r} not found")
+                raise PartitionNotFound(f"partition {partition_id!r} not found")
         return None
+
+    @rerun_on_conflict
+    def count_partition_not_found(self, job_id: str) -> None:
+        """A worker of *job_id* was given a partition the store does not hold (the seed's
+        partitionNotFoundErrors); counted on the job."""
+        jt = self.t.job
+        with self.engine.begin() as conn:
+            conn.execute(jt.update().where(jt.c.id == job_id).values(partition_not_found=jt.c.partition_not_found + 1))
 
     # -- progress and outcome (all fenced by the claim token) --------------------------------------
     def _build_progress(self, to: PartitionStatus | None) -> sa.Update:
@@ -230,6 +238,8 @@ class PartitionRows(StoreBase):
                 seen = mine.where(pt.c.status == P.PROCESSING, pt.c.cursor == params["b_cursor"])
                 if conn.execute(seen).first() is not None:
                     return
+            # refused: counted on the partition (the seed's partitionUpdateErrors)
+            conn.execute(pt.update().where(pt.c.id == partition_id).values(update_errors=pt.c.update_errors + 1))
         raise LockLost(f"partition {partition_id}: claim {token} is no longer the owner")
 
     def _fenced(self, partition_id: str, token: int, to: PartitionStatus | None, **values: Any) -> None:

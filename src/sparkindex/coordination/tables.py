@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 Time = sa.Float(precision=53)
 
@@ -56,6 +56,8 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("updated_at", Time, nullable=False),
         sa.Column("error_message", sa.Text),
         sa.Column("fingerprint", sa.String(128)),  # v4: the plan a rerun may resume only unchanged
+        # v7: workers given a partition of this job that the store no longer held (partitionNotFoundErrors)
+        sa.Column("partition_not_found", sa.Integer, nullable=False, default=0, server_default="0"),
     )
     partition = sa.Table(
         f"{p}partition",
@@ -91,6 +93,8 @@ def make_tables(prefix: str = "") -> Tables:
         # v6: the sealed stages its acknowledged batches went into (targets that stage new
         # versions), comma-separated: exactly what the finish step adopts
         sa.Column("stages", sa.Text),
+        # v7: fenced updates refused because another claim owns the partition (partitionUpdateErrors)
+        sa.Column("update_errors", sa.Integer, nullable=False, default=0, server_default="0"),
         sa.UniqueConstraint("job_id", "entity", "partition_index", name=f"{p}partition_unique"),
     )
     # Matches the claim order exactly, so "the next PENDING partition" is one index probe, not a sort.

@@ -140,6 +140,9 @@ class MetricsSnapshot:
     active: list[tuple[JobRecord, dict[str, EntityStats]]]
     #: bulk requests of the recent jobs' partitions, merged (:mod:`sparkindex.worker.latency`)
     bulk_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    #: fenced partition updates refused (another claim owned it), and partitions not found
+    update_errors: int = 0
+    not_found: int = 0
 
 
 @dataclass(frozen=True)
@@ -307,14 +310,16 @@ class StoreViews:
         with self.engine.connect() as conn:
             jobs = {s: int(n) for s, n in conn.execute(sa.select(jt.c.status, sa.func.count()).group_by(jt.c.status))}
             parts = {s: int(n) for s, n in conn.execute(sa.select(pt.c.status, sa.func.count()).group_by(pt.c.status))}
-            created, claims, closed, retries = conn.execute(
+            created, claims, closed, retries, update_errors = conn.execute(
                 sa.select(
                     sa.func.count(),
                     sa.func.sum(pt.c.claims),
                     sa.func.sum(pt.c.closed_count),
                     sa.func.sum(pt.c.retry_count),
+                    sa.func.sum(pt.c.update_errors),
                 )
             ).one()
+            not_found = conn.execute(sa.select(sa.func.sum(jt.c.partition_not_found))).scalar()
             docs = {
                 e: (int(ok or 0), int(bad or 0))
                 for e, ok, bad in conn.execute(
@@ -348,6 +353,8 @@ class StoreViews:
             claims=int(claims or 0),
             closed=int(closed or 0),
             retries=int(retries or 0),
+            update_errors=int(update_errors or 0),
+            not_found=int(not_found or 0),
             documents=docs,
             dead_letters=self.dead_letter_counts(),
             durations=[int(v or 0) for v in row[:-1]],

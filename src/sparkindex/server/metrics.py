@@ -87,12 +87,15 @@ class StoreCollector(Collector):
             snap.closed,
         )
         yield _counter("sparkindex_partition_retries", "failed partition attempts retried", snap.retries)
-        # Not recorded by workers yet: the families exist, with no sample, instead of a false zero.
-        yield CounterMetricFamily(
-            "sparkindex_partition_not_found_errors", "seed: partitionNotFoundErrors (not recorded by the store yet)"
+        yield _counter(
+            "sparkindex_partition_not_found_errors",
+            "workers given a partition the store no longer held (seed: partitionNotFoundErrors)",
+            snap.not_found,
         )
-        yield CounterMetricFamily(
-            "sparkindex_partition_update_errors", "seed: partitionUpdateErrors (not recorded by the store yet)"
+        yield _counter(
+            "sparkindex_partition_update_errors",
+            "partition updates refused: another claim owned it (seed: partitionUpdateErrors)",
+            snap.update_errors,
         )
         hist = HistogramMetricFamily(
             "sparkindex_partition_duration_seconds", "first claim to completion of COMPLETED partitions"

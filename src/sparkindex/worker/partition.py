@@ -29,7 +29,7 @@ from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, Page
-from sparkindex.errors import DocumentError, LockLost, PermanentError, TransientError, WritesLost
+from sparkindex.errors import DocumentError, LockLost, PartitionNotFound, PermanentError, TransientError, WritesLost
 from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem, Stage, Target
@@ -136,7 +136,11 @@ class PartitionWorker:
         started = time.monotonic()
         rec = None
         if self.store.job(self.job_id).status != JobStatus.STOPPING:
-            rec = self.store.claim(partition_id, owner, self.run_id, self.s.claim_timeout_s, take_over_run)
+            try:
+                rec = self.store.claim(partition_id, owner, self.run_id, self.s.claim_timeout_s, take_over_run)
+            except PartitionNotFound:
+                self.store.count_partition_not_found(self.job_id)
+                raise
         if rec is None:  # stopping, finished, or a live process elsewhere holds it
             return PartitionOutcome(partition_id, "", "skipped")
         lease = _Lease(self.store, rec, max(0.5, self.s.claim_timeout_s / 4))

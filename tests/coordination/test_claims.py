@@ -241,6 +241,38 @@ def test_claim_stale_takeover_needs_a_stale_heartbeat(store: CoordinationStore) 
     assert rec is not None and rec.claim_token == 2
 
 
+def test_no_partition_of_a_stopping_job_is_claimed(store: CoordinationStore) -> None:
+    """The claim statement itself refuses a job being stopped (workers used to read the job
+    first: a second statement per partition, and a window between the read and the claim)."""
+    from sparkindex.coordination.states import JobStatus
+
+    job_id, (pid, other) = new_job(store, 2)
+    store.transition_job(job_id, JobStatus.READY)
+    store.transition_job(job_id, JobStatus.RUNNING)
+    assert store.claim(pid, "a", "run-A", stale_after_s=60) is not None
+    store.transition_job(job_id, JobStatus.STOPPING)
+    assert store.claim(other, "a", "run-A", stale_after_s=60) is None
+    age_heartbeat(store, pid)
+    assert store.claim(pid, "b", "run-B", stale_after_s=0) is None, "not even a stale one"
+    assert store.partition(other).status == P.PENDING and store.partition(pid).owner == "a"
+
+
+def test_claimed_by_others_sees_only_other_workers_of_the_run(store: CoordinationStore) -> None:
+    job_id, (p1, p2) = new_job(store, 2)
+    assert not store.claimed_by_others(job_id, "run-A", "driver")
+    rec = store.claim(p1, "driver", "run-A", stale_after_s=60)
+    assert rec is not None
+    assert not store.claimed_by_others(job_id, "run-A", "driver"), "its own claim"
+    other = store.claim(p2, "task-1", "run-B", stale_after_s=60)
+    assert other is not None
+    assert not store.claimed_by_others(job_id, "run-A", "driver"), "another run's worker"
+    store.release(p2, other.claim_token)
+    mine = store.claim(p2, "task-1", "run-A", stale_after_s=60)
+    assert mine is not None and store.claimed_by_others(job_id, "run-A", "driver")
+    store.complete(p2, mine.claim_token)
+    assert store.claimed_by_others(job_id, "run-A", "driver"), "a completed one counts too"
+
+
 def test_claim_of_completed_partition_returns_none(store: CoordinationStore) -> None:
     _, (pid,) = new_job(store, 1)
     rec = store.claim(pid, "a", "run-A", stale_after_s=60)

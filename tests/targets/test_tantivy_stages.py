@@ -26,7 +26,7 @@ def target_at(tmp_path: Path) -> TantivyTarget:
 def staged(target: TantivyTarget, index: str, name: str, items: list[BulkItem], seal: bool = True) -> None:
     stage = target.open_stage(index, name)
     assert stage is not None
-    assert all(r.ok for r in stage.bulk(items))
+    assert stage.add(items) == []
     if seal:
         stage.seal()
 
@@ -72,9 +72,8 @@ def test_a_document_the_mapping_rejects_fails_alone(tmp_path: Path) -> None:
     stage = target.open_stage(index, "p1.1.1")
     assert stage is not None
     bad = BulkItem("bad", b'{"n":"not a number","name":"x","tag":"t"}', "h", sort_key="00")
-    results = stage.bulk([doc(1), bad, doc(2)])
-    assert [r.ok for r in results] == [True, False, True]
-    assert results[1].id == "bad" and results[1].error_class
+    [rejected] = stage.add([doc(1), bad, doc(2)])
+    assert rejected.id == "bad" and not rejected.ok and rejected.error_class
     stage.seal()
     assert target.adopt_stages(index, {"p1.1.1"}) == 2
     assert ids_of(target, index) == ["1", "2"]

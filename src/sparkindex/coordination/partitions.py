@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 
 from sparkindex.coordination.base import Fence, StoreBase, rerun_on_conflict
 from sparkindex.coordination.records import PartitionRecord, PartitionSpec
-from sparkindex.coordination.states import CLAIM_SOURCES, PartitionStatus, check_partition
+from sparkindex.coordination.states import CLAIM_SOURCES, JobStatus, PartitionStatus, check_partition
 from sparkindex.coordination.tables import Tables, Time
 from sparkindex.errors import LockLost, PartitionNotFound, PermanentError
 from sparkindex.keys import dump_key
@@ -102,6 +102,22 @@ class PartitionRows(StoreBase):
             rows = conn.execute(stmt if limit is None else stmt.limit(limit))
             return [PartitionRecord.from_row(r) for r in rows]
 
+    @rerun_on_conflict
+    def claimed_by_others(self, job_id: str, run_id: str, owner: str) -> bool:
+        """Whether a worker of *run_id* other than *owner* has claimed a partition of the job
+        (holds or completed one): the driver's head start ends when the Spark tasks have begun."""
+        pt = self.t.partition
+        stmt = sa.select(
+            sa.exists().where(
+                pt.c.job_id == job_id,
+                pt.c.run_id == run_id,
+                pt.c.owner != owner,
+                pt.c.status.in_([P.PROCESSING, P.COMPLETED]),
+            )
+        )
+        with self.engine.connect() as conn:
+            return bool(conn.execute(stmt).scalar())
+
     # -- the claim ---------------------------------------------------------------------------------
     def _build_claim(self, take_over_run: bool) -> sa.Update:
         """Built once. Which states a claim may start from is :data:`states.CLAIM_SOURCES` (the
@@ -124,9 +140,13 @@ class PartitionRows(StoreBase):
             raise AssertionError(f"claim guards {sorted(guards)} do not match the transitions {sorted(CLAIM_SOURCES)}")
         for source in guards:
             check_partition(source, P.PROCESSING)
+        jt = self.t.job
+        # a job being stopped hands out nothing more: checked by the claim itself, not by a read
+        # before it (a second statement per partition, and a window between the two)
+        not_stopping = ~sa.exists().where(jt.c.id == pt.c.job_id, jt.c.status == JobStatus.STOPPING)
         stmt = (
             pt.update()
-            .where(pt.c.id == sa.bindparam("b_id"), sa.or_(*guards.values()))
+            .where(pt.c.id == sa.bindparam("b_id"), sa.or_(*guards.values()), not_stopping)
             .values(
                 status=P.PROCESSING,
                 owner=sa.bindparam("b_owner"),
@@ -149,8 +169,9 @@ class PartitionRows(StoreBase):
         Allowed when it is PENDING, CLOSED and re-opened, held by an earlier attempt of this same
         run (Spark retried or speculated the task; not with *take_over_run* False: workers of one
         run that share a queue of partitions must not take each other's), or held by anyone whose
-        lease (heartbeat) is older than *stale_after_s*. Returns None when it is finished, parked,
-        or a live process elsewhere holds it; the returned record carries the new claim token.
+        lease (heartbeat) is older than *stale_after_s*. Returns None when its job is being
+        stopped, when it is finished or parked, or when a live process elsewhere holds it; the
+        returned record carries the new claim token.
         """
         now = time.time()
         params = {

@@ -60,11 +60,7 @@ class HeadStart:
             return True
         if not self.session.done():
             return False
-        return self.session.exception() is not None or self._others_started(store, owner)
-
-    def _others_started(self, store: CoordinationStore, owner: str) -> bool:
-        running = store.partitions(self.job_id, [PartitionStatus.PROCESSING, PartitionStatus.COMPLETED])
-        return any(p.run_id == self.run_id and p.owner not in (None, owner) for p in running)
+        return self.session.exception() is not None or store.claimed_by_others(self.job_id, self.run_id, owner)
 
     def _run(self) -> None:
         # imported here: spark.context resolves plans through jobs.planning, and the jobs package

@@ -110,8 +110,10 @@ class Stage(ABC):
     name: str
 
     @abstractmethod
-    def bulk(self, items: Sequence[BulkItem]) -> list[BulkItemResult]:
-        """Add *items*; one result per item, in order. Nothing is durable before :meth:`seal`."""
+    def add(self, items: Sequence[BulkItem]) -> list[BulkItemResult]:
+        """Add *items*; return the results of those rejected (every other item was taken: a
+        result object per accepted document cost the small-document build a few percent).
+        Nothing is durable before :meth:`seal`."""
 
     @abstractmethod
     def seal(self) -> None:

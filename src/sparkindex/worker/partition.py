@@ -134,14 +134,12 @@ class PartitionWorker:
         """Claim and run one partition (see :meth:`CoordinationStore.claim` for *take_over_run*);
         "skipped" when it cannot be claimed."""
         started = time.monotonic()
-        rec = None
-        if self.store.job(self.job_id).status != JobStatus.STOPPING:
-            try:
-                rec = self.store.claim(partition_id, owner, self.run_id, self.s.claim_timeout_s, take_over_run)
-            except PartitionNotFound:
-                self.store.count_partition_not_found(self.job_id)
-                raise
-        if rec is None:  # stopping, finished, or a live process elsewhere holds it
+        try:
+            rec = self.store.claim(partition_id, owner, self.run_id, self.s.claim_timeout_s, take_over_run)
+        except PartitionNotFound:
+            self.store.count_partition_not_found(self.job_id)
+            raise
+        if rec is None:  # the job is stopping, it is finished, or a live process elsewhere holds it
             return PartitionOutcome(partition_id, "", "skipped")
         lease = _Lease(self.store, rec, max(0.5, self.s.claim_timeout_s / 4))
         lease.start()
@@ -318,12 +316,9 @@ class _Attempt:
             self.stage = self._open_stage()
             assert self.stage is not None
         started = time.monotonic()
-        outcome = BulkOutcome()
-        for res in self.stage.bulk(batch.items) if batch.items else []:
-            if res.ok:
-                outcome.success += 1
-            else:
-                outcome.failures.append((res.id, res.error_class or "BulkItemError", res.error or "rejected"))
+        rejected = self.stage.add(batch.items) if batch.items else []
+        outcome = BulkOutcome(success=len(batch.items) - len(rejected))
+        outcome.failures.extend((r.id, r.error_class or "BulkItemError", r.error or "rejected") for r in rejected)
         self.latency.observe(time.monotonic() - started)
         batch.items = []
         self._applied.append((batch, outcome))
@@ -348,17 +343,8 @@ class _Attempt:
             failures.extend([*batch.build_failures, *outcome.failures])
         self._applied.clear()
         self._last_sync = time.monotonic()
-        rec, store = self.rec, self.w.store
-        if failures:
-            store.dead_letters.add(self.w.job_id, rec.entity, rec.id, failures)
-        latency = self.latency.to_json()
-        if complete:
-            store.complete(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=name)
-        elif name is not None:
-            store.save_progress(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=name)
-        self.acked_cursor = cursor
-        self.indexed += success
-        self.failed += len(failures)
+        if complete or name is not None:
+            self._record(cursor, success, failures, complete, self.latency.to_json(), stage=name)
 
     def _collect_oldest(self) -> None:
         batch, future = self._in_flight.popleft()
@@ -387,22 +373,34 @@ class _Attempt:
                 raise WritesLost("the target's writer restarted while batches were unsynced")
             self.w.target.sync(self.index, max(marks, key=lambda m: m.generation))
         self._last_sync = time.monotonic()
-        rec, store = self.rec, self.w.store
         while self._applied:
             batch, outcome = self._applied.popleft()
+            last = not self._applied
+            latency = self.latency.to_json() if last else None  # once per acknowledgement
             failures = [*batch.build_failures, *outcome.failures]
-            if failures:
-                store.dead_letters.add(self.w.job_id, rec.entity, rec.id, failures)
-            latency = self.latency.to_json() if not self._applied else None  # once per acknowledgement
-            if complete and not self._applied:
-                store.complete(rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures), latency=latency)
-            else:
-                store.save_progress(
-                    rec.id, rec.claim_token, batch.cursor, outcome.success, len(failures), latency=latency
-                )
-            self.acked_cursor = batch.cursor
-            self.indexed += outcome.success
-            self.failed += len(failures)
+            self._record(batch.cursor, outcome.success, failures, complete and last, latency)
+
+    def _record(
+        self,
+        cursor: tuple[Any, ...] | None,
+        success: int,
+        failures: list[tuple[str, str, str]],
+        complete: bool,
+        latency: str | None,
+        stage: str | None = None,
+    ) -> None:
+        """Record acknowledged work: its dead letters first, then the cursor and counts in one
+        write (completing the partition, or naming the sealed *stage* that holds the work)."""
+        rec, store = self.rec, self.w.store
+        if failures:
+            store.dead_letters.add(self.w.job_id, rec.entity, rec.id, failures)
+        if complete:
+            store.complete(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=stage)
+        else:
+            store.save_progress(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=stage)
+        self.acked_cursor = cursor
+        self.indexed += success
+        self.failed += len(failures)
 
     def _drop_unacknowledged(self) -> None:
         """Forget batches the target lost; the next page starts after the last acknowledged one."""

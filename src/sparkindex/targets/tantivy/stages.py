@@ -63,23 +63,22 @@ class TantivyStage(Stage):
         self.writer: Any = self.index.writer(heap_mb * 1024 * 1024, 1)
         self.documents = 0
 
-    def bulk(self, items: Sequence[BulkItem]) -> list[BulkItemResult]:
-        results = []
+    def add(self, items: Sequence[BulkItem]) -> list[BulkItemResult]:
+        rejected = []
+        add_json, plan = self.writer.add_json, self.plan
         for item in items:
             if item.op == "delete":  # nothing of this attempt's can be there yet to delete
-                results.append(BulkItemResult(item.id, True))
                 continue
             try:
-                self.writer.add_json(str(to_tantivy_json(item, self.plan), "utf-8"))
+                add_json(str(to_tantivy_json(item, plan), "utf-8"))
             except DocumentError as exc:
-                results.append(BulkItemResult(item.id, False, exc.reason, exc.error_class))
+                rejected.append(BulkItemResult(item.id, False, exc.reason, exc.error_class))
                 continue
             except ValueError as exc:  # the document does not fit the mapping: permanent
-                results.append(BulkItemResult(item.id, False, str(exc), "MappingRejected"))
+                rejected.append(BulkItemResult(item.id, False, str(exc), "MappingRejected"))
                 continue
             self.documents += 1
-            results.append(BulkItemResult(item.id, True))
-        return results
+        return rejected
 
     def seal(self) -> None:
         self.writer.commit()

@@ -115,8 +115,15 @@ def _no_wait(_: float) -> None:
     return None
 
 
+def test_the_declared_version_capability_is_the_backends(backend: Backend, target: Target) -> None:
+    """Change capture keeps its own version ledger exactly for targets that do not declare
+    ``honours_versions`` (a ledger on an engine that compares versions costs a store read and
+    write per document; none on one that does not lets an older write win)."""
+    assert type(target).honours_versions is backend.external_versions
+
+
 def test_older_external_version_never_replaces_a_newer_one(backend: Backend, target: Target) -> None:
-    if not backend.external_versions:
+    if not target.honours_versions:
         pytest.xfail(f"{backend.name} ignores BulkItem.version (external versions): an older write replaces a newer")
     index = target.create_version("ver", MAPPING)
     load(target, index, [doc(1, "newer", version=5)])

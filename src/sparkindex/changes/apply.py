@@ -57,11 +57,6 @@ class Consumer:
     failures: list[DocumentError] = field(default_factory=list)
 
 
-def honours_versions(target: Target) -> bool:
-    """Whether *target* compares external versions itself (``Target.honours_versions``)."""
-    return bool(getattr(type(target), "honours_versions", False))
-
-
 class Applier:
     def __init__(
         self,
@@ -76,7 +71,7 @@ class Applier:
         self.store = store
         self.job_id = job_id  # dead letters are filed under it ("sync:<group>", a reindex job)
         self.batch_size = batch_size
-        self.ledger = not honours_versions(target)
+        self.ledger = not target.honours_versions
 
     def apply(self, consumer: Consumer, index: str, changes: Sequence[Change]) -> Counts:
         """Apply *changes* to *index* for *consumer*; raises :class:`TransientError` when the

@@ -131,6 +131,10 @@ class Target(ABC):
     #: their parent's shard). Pipelines with ``type: join`` relations are refused at planning on
     #: targets without it (exit 2), before any index is created.
     supports_join: ClassVar[bool] = False
+    #: Whether the backend compares ``BulkItem.version`` itself, so that an older write never
+    #: replaces a newer one (OpenSearch/Elasticsearch ``external_gte``). Change capture keeps a
+    #: version ledger in the coordination store for targets that do not.
+    honours_versions: ClassVar[bool] = False
 
     @abstractmethod
     def create_version(self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None) -> str:

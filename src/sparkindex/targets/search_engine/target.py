@@ -58,6 +58,7 @@ class SearchEngineTarget(Target, Generic[C]):
     #: the engine's name in messages ("OpenSearch")
     ENGINE = "search engine"
     supports_join = True
+    honours_versions = True  # every write carries version_type=external_gte (bulk.py)
 
     def __init__(self, config: C) -> None:
         self.config = config

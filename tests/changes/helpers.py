@@ -77,27 +77,41 @@ class Shop:
             source.close()
 
     def document(self, doc_id: str) -> dict[str, Any] | None:
+        """The stored document, read back in keyset pages (every backend can; not every one
+        parses an ``_id`` query the same way)."""
         target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
-        hits = [h for h in target.search("products", f'_id:"{doc_id}"', limit=5) if h.id == doc_id]
-        return hits[0].source if hits else None
+        try:
+            after = None
+            while True:
+                page = target.read_documents("products", after=after, size=500)
+                found = [d.source for d in page if d.id == doc_id]
+                if found or len(page) < 500:
+                    return found[0] if found else None
+                after = page[-1].sort_key
+        finally:
+            target.close()
 
 
-def write_pipeline(directory: Path, url: str, slot: str, extra: str = "") -> Pipeline:
+def write_pipeline(directory: Path, url: str, slot: str, extra: str = "", target: str | None = None) -> Pipeline:
     text = PIPELINE_YAML.format(partition_size=100).replace("master: local[*,4]", "master: local[2,4]")
     text = text.replace("url: sqlite:///shop.db", f"url: {url}")
+    if target is not None:
+        text = text.replace("url: tantivy://index", f"url: {target}")
     text += f"sync:\n  slot: {slot}\n  trigger_s: 0.2\n" + extra
     (directory / "pipeline.yaml").write_text(text, encoding="utf-8")
     return load_pipeline(directory / "pipeline.yaml")
 
 
-def make_pg_shop(directory: Path, server_url: str, products: int = 200, extra: str = "") -> Shop:
+def make_pg_shop(
+    directory: Path, server_url: str, products: int = 200, extra: str = "", target: str | None = None
+) -> Shop:
     directory.mkdir(parents=True, exist_ok=True)
     generate_shop(directory / "shop.db", products)
     name = f"chg_{uuid.uuid4().hex[:10]}"
     url = fresh_database(server_url, name)
     copy_shop(directory / "shop.db", normalize_url(url))
     slot = f"t{uuid.uuid4().hex[:8]}"
-    shop = Shop(directory, url, write_pipeline(directory, url, slot, extra), slot)
+    shop = Shop(directory, url, write_pipeline(directory, url, slot, extra, target), slot)
     # a review's delete must reveal its product_id to find the product it belonged to
     shop.sql("ALTER TABLE reviews REPLICA IDENTITY FULL")
     return shop

@@ -144,12 +144,12 @@ def compare(pipeline: Path, work: Path, rows: int) -> dict[str, Any]:
     before = naive_loop(pipeline, work / "naive-index")
     shutil.rmtree(work / "naive-index", ignore_errors=True)
     run = run_cli(pipeline, "reindex", "--new")
-    after = naive_loop(pipeline, work / "naive-index")
-    shutil.rmtree(work / "naive-index", ignore_errors=True)
-    naive = min(before, after, key=lambda r: r.seconds)
     indexed = int(run.summary.get("indexed", -1))
     if run.summary.get("status") != "COMPLETED" or indexed != rows:
         raise RuntimeError(f"the pipeline did not index {rows} documents: {run.summary}")
+    after = naive_loop(pipeline, work / "naive-index")
+    shutil.rmtree(work / "naive-index", ignore_errors=True)
+    naive = min(before, after, key=lambda r: r.seconds)
     rate = rows / run.seconds
     return {
         "rows": rows,

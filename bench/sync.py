@@ -83,6 +83,8 @@ def bench_sync_latency(kind: str, spark: Any) -> dict[str, Any]:
             deadline = time.monotonic() + 300
             while not any(p >= warm for p, _ in acks) and time.monotonic() < deadline:
                 time.sleep(0.05)  # waiting for the sync to acknowledge its first change
+            if not any(p >= warm for p, _ in acks):
+                raise RuntimeError("the sync did not acknowledge its first change within 300 s")
             first_ack_s = time.monotonic() - started
             start = time.monotonic()
             n = 0

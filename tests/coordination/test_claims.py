@@ -252,9 +252,13 @@ def test_no_partition_of_a_stopping_job_is_claimed(store: CoordinationStore) -> 
     assert store.claim(pid, "a", "run-A", stale_after_s=60) is not None
     store.transition_job(job_id, JobStatus.STOPPING)
     assert store.claim(other, "a", "run-A", stale_after_s=60) is None
+    assert store.claim(pid, "a2", "run-A", stale_after_s=60) is None, "not a retry of the same run"
     age_heartbeat(store, pid)
     assert store.claim(pid, "b", "run-B", stale_after_s=0) is None, "not even a stale one"
     assert store.partition(other).status == P.PENDING and store.partition(pid).owner == "a"
+    store.transition_job(job_id, JobStatus.STOPPED)
+    store.transition_job(job_id, JobStatus.READY)  # a rerun resumes the job
+    assert store.claim(other, "c", "run-C", stale_after_s=60) is not None
 
 
 def test_claimed_by_others_sees_only_other_workers_of_the_run(store: CoordinationStore) -> None:

@@ -59,10 +59,11 @@ def test_recover_initializing_fails_and_stopping_stops(store: CoordinationStore)
     failed = store.job(init.id)
     assert failed.status == J.FAILED and failed.error_message and "recovery" in failed.error_message
 
-    stopping = job_in(store, J.STOPPING)
+    stopping = job_in(store, J.RUNNING)  # a worker held a partition when the stop was asked for
     store.add_partitions(stopping.id, [PartitionSpec("products", 0, None, None, 10, 10, 0)])
     rec = store.claim(store.partitions(stopping.id)[0].id, "dead", "dead-run", 60)
     assert rec is not None
+    store.transition_job(stopping.id, J.STOPPING)
     assert recover(store, store.job(stopping.id), holder_alive=False, max_age_s=MAX_AGE).action == "stop"
     assert store.job(stopping.id).status == J.STOPPED
     assert store.partition(rec.id).status == P.PENDING

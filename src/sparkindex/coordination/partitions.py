@@ -141,8 +141,10 @@ class PartitionRows(StoreBase):
         for source in guards:
             check_partition(source, P.PROCESSING)
         jt = self.t.job
-        # a job being stopped hands out nothing more: checked by the claim itself, not by a read
-        # before it (a second statement per partition, and a window between the two)
+        # a job being stopped hands out nothing more: checked by the claim itself rather than by a
+        # read before it (one statement less per partition, and a narrower window: a stop that
+        # commits while the claim runs may still let it through; the worker's stopping() check
+        # catches that one). On MySQL/MariaDB the subquery share-locks the job row for the claim.
         not_stopping = ~sa.exists().where(jt.c.id == pt.c.job_id, jt.c.status == JobStatus.STOPPING)
         stmt = (
             pt.update()

@@ -50,7 +50,9 @@ def _store(pipeline: Pipeline) -> Any:
 
 def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json: bool) -> int:
     from sparkindex.jobs.reindex import ReindexJob
+    from sparkindex.worker.collector import tune_collector
 
+    tune_collector()  # the driver builds documents too (its head start) while Spark starts
     with RichProgress(enabled=True) as progress:
         summary = ReindexJob(pipeline, index, new=new, progress=progress).run()
     s = summary

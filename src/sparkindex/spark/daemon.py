@@ -3,7 +3,8 @@
 Every Python worker forks from the daemon. Importing the partition worker's modules (SQLAlchemy,
 pydantic, pyarrow, tantivy, the drivers) takes about a second of CPU per process; done once in the
 daemon, each forked worker starts with them already loaded. Selected with
-``spark.python.daemon.module`` by the session factory.
+``spark.python.daemon.module`` by the session factory. The daemon also tunes the garbage
+collector before it forks (:mod:`sparkindex.worker.collector`).
 """
 
 from __future__ import annotations
@@ -22,5 +23,9 @@ if __name__ == "__main__":
     for name in PRELOAD:
         importlib.import_module(name)
     from pyspark.daemon import manager
+
+    from sparkindex.worker.collector import tune_collector
+
+    tune_collector()  # inherited by every forked worker (sparkindex/worker/collector.py)
 
     manager()

@@ -20,7 +20,7 @@ from tests.e2e.shop import copy_shop, fresh_database, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.postgres]
 P = PartitionStatus
-ROWS = 12_000
+ROWS = 20_000
 
 
 @pytest.fixture
@@ -66,17 +66,18 @@ def test_cluster_reindex_survives_a_worker_kill_and_refuses_a_second_run(
 
         wait_for(underway, 400, "the first run to complete two partitions", every=0.1)
 
-        # A second run for the same alias refuses cleanly while the first holds the lock.
+        # Kill one worker JVM mid-job, at once (a second CLI's start-up first gave a faster job the
+        # time to finish); its executor goes with it and Spark reschedules the tasks.
+        job_id = store.jobs(["products"])[0].id
+        assert store.partitions(job_id, [P.PENDING, P.PROCESSING]), "the kill must land mid-job"
+        os.kill(cluster.worker(0).pid, signal.SIGKILL)
+
+        # A second run for the same alias refuses cleanly while the first, recovering, holds the lock.
         second = subprocess.run(
             [str(cli), "reindex", "-c", str(config), "--json"], capture_output=True, text=True, timeout=300
         )
         assert second.returncode == 3, second.stderr
         assert "locked by" in second.stderr and "products" in second.stderr
-
-        # Kill one worker JVM mid-job; its executor goes with it and Spark reschedules the tasks.
-        job_id = store.jobs(["products"])[0].id
-        assert store.partitions(job_id, [P.PENDING, P.PROCESSING]), "the kill must land mid-job"
-        os.kill(cluster.worker(0).pid, signal.SIGKILL)
         out, err = first.communicate(timeout=900)
     finally:
         if first.poll() is None:

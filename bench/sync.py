@@ -61,6 +61,16 @@ def _percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+def _acknowledged(acks: list[tuple[int, float]], position: int, timeout: float) -> bool:
+    """Wait until the sync has acknowledged a batch reaching *position*; whether it did in time."""
+    deadline = time.monotonic() + timeout
+    while not any(p >= position for p, _ in acks):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)  # acks are appended by the sync's thread
+    return True
+
+
 def bench_sync_latency(kind: str, spark: Any) -> dict[str, Any]:
     rate = int(os.environ.get("BENCH_SYNC_RATE", "500"))
     seconds = float(os.environ.get("BENCH_SYNC_SECONDS", "20"))
@@ -79,11 +89,7 @@ def bench_sync_latency(kind: str, spark: Any) -> dict[str, Any]:
             # steady state, as the line says: one change first, timed apart as the start-up (the
             # first trigger starts Spark's Python runner for the source, seconds on a busy machine)
             conn.exec_driver_sql("UPDATE products SET stock = stock + 1 WHERE id = 1")
-            warm = commit_position(kind, conn)
-            deadline = time.monotonic() + 300
-            while not any(p >= warm for p, _ in acks) and time.monotonic() < deadline:
-                time.sleep(0.05)  # waiting for the sync to acknowledge its first change
-            if not any(p >= warm for p, _ in acks):
+            if not _acknowledged(acks, commit_position(kind, conn), 300):
                 raise RuntimeError("the sync did not acknowledge its first change within 300 s")
             first_ack_s = time.monotonic() - started
             start = time.monotonic()
@@ -98,10 +104,7 @@ def bench_sync_latency(kind: str, spark: Any) -> dict[str, Any]:
                 n += 1
             achieved = n / (time.monotonic() - start)
         engine.dispose()
-        last = commits[-1][0]
-        deadline = time.monotonic() + 300
-        while not any(p >= last for p, _ in acks) and time.monotonic() < deadline:
-            time.sleep(0.05)  # waiting for the sync to acknowledge the last commit
+        _acknowledged(acks, commits[-1][0], 300)  # unacknowledged commits are left out below
         run.stop_requested.set()
         runner.join(120)
     latencies = []

@@ -101,8 +101,8 @@ def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> 
 def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
     # enough partitions that some are left to Spark's tasks after the driver's head start
     pipeline = make_shop(
-        tmp_path, products=40_000, partition_size=2000, batch_size=100, page_size=100, sync_every_s=0.05
-    )
+        tmp_path, products=80_000, partition_size=4000, batch_size=100, page_size=100, sync_every_s=0.05
+    )  # partitions long enough (about a second) that the kill lands before the one chosen ends
     store = store_of(pipeline)
     proc = _start(cli, tmp_path / "pipeline.yaml")
     victim: dict[str, object] = {}
@@ -130,7 +130,7 @@ def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
             _kill_group(proc)
     assert proc.returncode == 0, err
     summary = orjson.loads(out.strip().splitlines()[-1])
-    assert summary["status"] == "COMPLETED" and summary["indexed"] == 40_000
+    assert summary["status"] == "COMPLETED" and summary["indexed"] == 80_000
     killed = store.partition(str(victim["pid"]))
     assert killed.status == P.COMPLETED
     assert killed.claims >= 2, "a retry claimed the partition again after the kill"

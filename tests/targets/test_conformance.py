@@ -129,6 +129,7 @@ def test_older_external_version_never_replaces_a_newer_one(backend: Backend, tar
     load(target, index, [doc(1, "newer", version=5)])
     results = target.bulk(index, [doc(1, "older", version=3), BulkItem("1", op="delete", version=4)])
     assert [r.ok for r in results] == [True, True]  # obsolete writes count as done
+    assert [r.obsolete for r in results] == [True, True]  # and say that they wrote nothing
     load(target, index, [doc(2, "same", version=7), doc(2, "same again", version=7)])  # external_gte
     target.finish_version(index)
     stored = dict(target.scan_hashes(index))

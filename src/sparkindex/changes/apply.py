@@ -126,7 +126,8 @@ class Applier:
         return items, len(failures)
 
     def write(self, alias: str, index: str, items: list[BulkItem]) -> Counts:
-        """Write *items*, dropping those older than what the index holds (ledger targets)."""
+        """Write *items*, dropping those older than what the index holds (ledger targets; the
+        engines refuse them themselves and say so per item)."""
         counts = Counts()
         if self.ledger:
             held = self.offsets.versions(index, [i.id for i in items])
@@ -143,9 +144,12 @@ class Applier:
         if bad:
             self._dead_letter(alias, bad)
         ok = {r.id for r in results if r.ok}
+        obsolete = {r.id for r in results if r.obsolete}
         for item in items:
             if item.id not in ok:
                 counts.failed += 1
+            elif item.id in obsolete:
+                counts.skipped += 1
             elif item.op == "delete":
                 counts.deleted += 1
             else:

@@ -63,6 +63,9 @@ class BulkItemResult:
     error: str | None = None
     error_class: str | None = None
     transient: bool = False
+    #: done, but not written: the index already holds a newer external version of the document
+    #: (change capture counts it as skipped, not applied)
+    obsolete: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,7 +102,7 @@ def item_result(item: BulkItem, answer: dict[str, Any]) -> BulkItemResult:
     error_type, reason = describe_error(error)
     if status == 409 and item.version is not None and error_type == "version_conflict_engine_exception":
         # external_gte: the index holds a newer version of this document; the write is obsolete
-        return BulkItemResult(item.id, True)
+        return BulkItemResult(item.id, True, obsolete=True)
     return BulkItemResult(
         item.id, False, f"{status} {error_type}: {reason}", error_type, transient=is_transient_status(status)
     )

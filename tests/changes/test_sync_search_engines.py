@@ -52,4 +52,3 @@ def ledger_rows(shop: Shop) -> int:
 def test_inserts_updates_deletes_and_fan_out_reach_the_engine(shop: Shop, spark: Any) -> None:
     exercise_changes(shop, spark)
     assert ledger_rows(shop) == 0, "the engine orders writes by external_gte itself: no ledger"
-

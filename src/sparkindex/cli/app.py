@@ -49,10 +49,12 @@ def _store(pipeline: Pipeline) -> Any:
 
 
 def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json: bool) -> int:
+    from sparkindex.allocator import tune_allocator
     from sparkindex.jobs.reindex import ReindexJob
     from sparkindex.worker.collector import tune_collector
 
     tune_collector()  # the driver builds documents too (its head start) while Spark starts
+    tune_allocator()  # and writes Tantivy stages (sparkindex/allocator.py)
     with RichProgress(enabled=True) as progress:
         summary = ReindexJob(pipeline, index, new=new, progress=progress).run()
     s = summary

@@ -4,7 +4,8 @@ Every Python worker forks from the daemon. Importing the partition worker's modu
 pydantic, pyarrow, tantivy, the drivers) takes about a second of CPU per process; done once in the
 daemon, each forked worker starts with them already loaded. Selected with
 ``spark.python.daemon.module`` by the session factory. The daemon also tunes the garbage
-collector before it forks (:mod:`sparkindex.worker.collector`).
+collector and glibc's allocator before it forks (:mod:`sparkindex.worker.collector`,
+:mod:`sparkindex.allocator`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ if __name__ == "__main__":
         importlib.import_module(name)
     from pyspark.daemon import manager
 
+    from sparkindex.allocator import tune_allocator
     from sparkindex.worker.collector import tune_collector
 
     tune_collector()  # inherited by every forked worker (sparkindex/worker/collector.py)
+    tune_allocator()  # so is the allocator's mmap threshold (sparkindex/allocator.py)
 
     manager()

@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 import tantivy
 
+from sparkindex.allocator import tune_allocator
 from sparkindex.targets.tantivy.schema import build_schema
 from sparkindex.targets.tantivy.wire import GROUP_WAIT_S, recv_frame, send_frame, service_address
 
@@ -279,6 +280,7 @@ class WriterService:
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     index_dir, heap_mb, threads, idle_s = Path(argv[0]), int(argv[1]), int(argv[2]), float(argv[3])
+    tune_allocator()  # the writer's indexing arenas come and go with every segment it flushes
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(service_address(index_dir))

@@ -1,13 +1,17 @@
 """`sync` from PostgreSQL logical decoding (wal2json) into Tantivy, on real Spark Structured
 Streaming: inserts, updates and deletes on root, nested and object tables, fan-out through two
-levels, a delete found only through REPLICA IDENTITY FULL, and the clear errors."""
+levels, a delete found only through REPLICA IDENTITY FULL, an update that omits a TOASTed column,
+and the clear errors."""
 
 from __future__ import annotations
 
+import random
+import string
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from sparkindex.errors import ConfigError
@@ -98,3 +102,33 @@ def test_table_without_key_or_identity_is_refused(shop: Shop, spark: Any) -> Non
     with pytest.raises(ConfigError) as info:
         shop.sync(spark)
     assert "'users'" in str(info.value) and "no primary key or replica identity" in str(info.value)
+
+
+def test_an_update_that_omits_an_unchanged_toasted_column_keeps_it_in_the_document(shop: Shop, spark: Any) -> None:
+    """PostgreSQL leaves an unchanged TOASTed value out of an UPDATE's log record; a sync that
+    indexed the values the log carries would lose the description. The change only says which
+    row changed: the document is rebuilt from the current row."""
+    rng = random.Random(7)
+    big = "".join(rng.choice(string.ascii_letters + string.digits + " ") for _ in range(40_000))
+    shop.sql("UPDATE products SET description = :d WHERE id = 6", params={"d": big})
+    shop.sync(spark)
+    assert shop.scalar("SELECT pg_column_size(description) FROM products WHERE id = 6") > 8_000  # stored out of line
+    shop.sql(  # flushed at commit (the test server commits asynchronously): the peek below sees it
+        "SET synchronous_commit = on",
+        "UPDATE products SET name = :n WHERE id = 6",
+        params={"n": HOSTILE[1]},
+    )
+    # the premise: the log's image of the update lacks the (unchanged, TOASTed) description
+    slot = shop.scalar(f"SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE '{shop.slot}%'")
+    with shop.engine().connect() as conn:
+        peeked = conn.exec_driver_sql(
+            f"SELECT data FROM pg_logical_slot_peek_changes('{slot}', NULL, NULL, "
+            "'format-version', '2', 'add-tables', 'public.products')"
+        ).fetchall()
+    [record] = [m for m in (orjson.loads(d) for (d,) in peeked) if m.get("action") == "U"]
+    assert "description" not in {c["name"] for c in record["columns"]}
+    summary = shop.sync(spark)
+    assert summary.applied == 1
+    stored = shop.document("6")
+    assert stored is not None and stored["name"] == HOSTILE[1] and stored["description"] == big
+    assert shop.verify().clean

@@ -1,10 +1,13 @@
 """Deferred relations: a category rename is recorded, not applied, until the deferred refresh
-runs (`sync --apply-deferred`, a partitioned Spark job); then every affected product changes.
-Later changes to the same row replace the earlier record."""
+runs (`sync --apply-deferred`, or a live sync at `sync.deferred_at`, once a day across restarts: a
+partitioned Spark job); then every affected product changes. Later changes to the same row
+replace the earlier record."""
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,10 +15,11 @@ from typing import Any
 import orjson
 import pytest
 
+from sparkindex.changes.runner import SyncRun
 from sparkindex.config import load_pipeline
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
-from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop
+from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -66,3 +70,54 @@ def test_category_rename_waits_for_the_deferred_refresh(shop: Shop, spark: Any, 
     assert _records(shop) == []
     assert shop.document("10")["category"]["name"] == HOSTILE[0]  # type: ignore[index]
     assert shop.verify().clean
+
+
+def _live_sync(shop: Shop, spark: Any) -> tuple[SyncRun, threading.Thread]:
+    run = SyncRun(shop.pipeline, None, spark_factory=lambda: spark)
+    thread = threading.Thread(target=run.run, name="live-sync", daemon=True)
+    thread.start()
+    return run, thread
+
+
+def _stop(run: SyncRun, thread: threading.Thread) -> None:
+    run.stop_requested.set()
+    thread.join(120)
+    assert not thread.is_alive() and run.error is None
+
+
+def test_the_scheduled_refresh_runs_once_a_day_across_restarts(shop: Shop, spark: Any) -> None:
+    """``sync.deferred_at``: a live sync applies the deferred changes once the time of day has
+    come, and records the day in the coordination store; a sync restarted later that day leaves
+    new records for tomorrow's refresh."""
+    category = shop.scalar("SELECT category_id FROM products WHERE id = 10")
+    shop.sql(f"UPDATE categories SET name = :n WHERE id = {category}", params={"n": HOSTILE[1]})
+    shop.sync(spark)  # no deferred_at yet: the change is recorded
+    assert len(_records(shop)) == 1
+    path = shop.directory / "pipeline.yaml"
+    path.write_text(path.read_text(encoding="utf-8") + '  deferred_at: "00:00"\n', encoding="utf-8")
+    shop.pipeline = load_pipeline(path)
+    run, thread = _live_sync(shop, spark)
+    try:
+        wait_until(lambda: not _records(shop), 300, "the scheduled refresh to apply the deferred change")
+    finally:
+        _stop(run, thread)
+    assert shop.document("10")["category"]["name"] == HOSTILE[1]  # type: ignore[index]
+    assert _last_run(shop) == dt.date.today()
+
+    shop.sql(f"UPDATE categories SET name = :n WHERE id = {category}", params={"n": HOSTILE[2]})
+    shop.sync(spark)  # the day's refresh is done: recorded for tomorrow's
+    run, thread = _live_sync(shop, spark)  # and a live sync restarted later the same day
+    try:
+        wait_until(lambda: run._deferred_tried == dt.date.today(), 300, "the restarted sync to consider the refresh")
+    finally:
+        _stop(run, thread)
+    assert len(_records(shop)) == 1, "applied once a day: the new record waits for tomorrow"
+    assert shop.document("10")["category"]["name"] == HOSTILE[1]  # type: ignore[index]
+
+
+def _last_run(shop: Shop) -> dt.date | None:
+    store = CoordinationStore(shop.pipeline.coordination_url())
+    try:
+        return OffsetStore(store.engine).last_deferred_run(["products"])
+    finally:
+        store.close()

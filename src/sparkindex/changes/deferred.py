@@ -68,6 +68,7 @@ def apply_deferred(
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
     offsets = OffsetStore(store.engine, pipeline.coordination.prefix)
+    started = dt.date.today()  # the day the refresh is for, however long it takes
     chosen = selected_aliases(pipeline, aliases)
     fanouts = {a: FanOut(resolve_consumer_plan(pipeline, source, a), source) for a in chosen}
     changes = open_change_source(pipeline, source, watched_tables(list(fanouts.values())), group or pipeline.sync.group)
@@ -94,6 +95,7 @@ def apply_deferred(
         offsets.clear_deferred(alias, records)
         totals["records"] += len(records)
         totals["documents"] += len(keys)
+    offsets.record_deferred_run(chosen, started)
     return totals
 
 
@@ -104,7 +106,8 @@ def _session(pipeline: Pipeline) -> Any:
 
 
 def due(deferred_at: str | None, last_run: dt.date | None, now: dt.datetime | None = None) -> bool:
-    """Whether the daily deferred refresh at *deferred_at* ("HH:MM", local time) is due."""
+    """Whether the daily deferred refresh at *deferred_at* ("HH:MM", local time) is due, given
+    the day of the last refresh (kept in the coordination store, so a restart does not redo it)."""
     if deferred_at is None:
         return False
     now = now or dt.datetime.now()

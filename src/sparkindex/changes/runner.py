@@ -106,7 +106,9 @@ class SyncRun:
         self._batch_running = threading.Event()
         self._acked: dict[str, Any] | None = None
         self._next_lag_check = 0.0
-        self._deferred_day: dt.date | None = None
+        #: the day a scheduled deferred refresh was last attempted by this process (a failed
+        #: one waits for the next day rather than being retried after every batch)
+        self._deferred_tried: dt.date | None = None
         #: set once the streaming query runs; ``on_ack(position)`` after every acknowledged batch
         self.streaming = threading.Event()
         self.on_ack: Callable[[int], None] | None = None
@@ -268,12 +270,16 @@ class SyncRun:
         return None if exc is None else str(exc).splitlines()[0][:1000]
 
     def _maybe_apply_deferred(self) -> None:
-        """``sync.deferred_at``: the daily refresh of deferred relations, beside the stream."""
+        """``sync.deferred_at``: the daily refresh of deferred relations, beside the stream (of a
+        live sync or ``--until-caught-up``; never in a reindex's catch-up)."""
         from sparkindex.changes.deferred import apply_deferred, due
 
-        if self.until is not None or not due(self.pipeline.sync.deferred_at, self._deferred_day):
-            return
-        self._deferred_day = dt.date.today()
+        today, at = dt.date.today(), self.pipeline.sync.deferred_at
+        if self.until is not None or self._deferred_tried == today or not due(at, None):
+            return  # a reindex's catch-up, tried today already, or not the time of day yet
+        self._deferred_tried = today
+        if not due(at, self.offsets.last_deferred_run(self.aliases)):
+            return  # applied today already: before a restart, or by sync --apply-deferred
         try:
             result = apply_deferred(self.pipeline, self.aliases, self.group, spark=self._spark())
             log.warning("deferred changes applied: %s", result)

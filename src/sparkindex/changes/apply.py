@@ -7,12 +7,16 @@ reindex agree), otherwise the newest log position that touched the document. A t
 compares versions itself (OpenSearch/Elasticsearch, ``external_gte``) gets them with the write;
 for one that does not (Tantivy) the versions written are kept in the coordination store and a
 write older than what was written before is dropped here, deletes included (a tombstone).
+
+A TRUNCATE of any table of the relation tree says that rows went without saying which: every
+document the index holds is rebuilt by its key at the truncate's position, so those whose root
+row is gone are deleted and the others lose what they held of the truncated table.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sparkindex.changes.fanout import FanOut
@@ -21,6 +25,7 @@ from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.errors import DocumentError, TransientError
+from sparkindex.jobs.source_lookup import parse_key
 from sparkindex.keys import document_id, dump_key, sort_key
 from sparkindex.sources.base import Key
 from sparkindex.targets.base import BulkItem, Target
@@ -77,13 +82,37 @@ class Applier:
         """Apply *changes* to *index* for *consumer*; raises :class:`TransientError` when the
         source or target failed in a way a retry may fix (the batch is redone as a whole)."""
         counts = Counts()
-        roots = consumer.fanout.root_keys(changes)
+        tables = set(consumer.fanout.tables())
+        truncated = [c for c in changes if c.op == "truncate" and c.table in tables]
+        roots = consumer.fanout.root_keys([c for c in changes if c.op != "truncate"])
         if roots.deferred:
             self._defer(consumer, roots.deferred)
             counts.deferred += len(roots.deferred)
+        if truncated:
+            counts.add(self._rebuild_all(consumer, index, truncated, roots.keys))
         keys = list(roots.keys.items())
         for i in range(0, len(keys), KEYS_PER_BUILD):
             counts.add(self.rebuild(consumer, index, dict(keys[i : i + KEYS_PER_BUILD])))
+        return counts
+
+    def _rebuild_all(self, consumer: Consumer, index: str, truncated: list[Change], touched: dict[Key, int]) -> Counts:
+        """Rebuild every document *index* holds at the newest truncate's position (or at the
+        position of a later change to it in the batch, taken out of *touched*)."""
+        position = max(c.position for c in truncated)
+        log.warning(
+            "%s: table(s) %s truncated: rebuilding every document of %s by key",
+            consumer.alias,
+            ", ".join(sorted({repr(c.table) for c in truncated})),
+            index,
+        )
+        counts, chunk = Counts(), {}
+        for key in _indexed_keys(self.target, index, consumer):
+            chunk[key] = max(position, touched.pop(key, -1))
+            if len(chunk) >= KEYS_PER_BUILD:
+                counts.add(self.rebuild(consumer, index, chunk))
+                chunk = {}
+        if chunk:
+            counts.add(self.rebuild(consumer, index, chunk))
         return counts
 
     def rebuild(self, consumer: Consumer, index: str, keys: dict[Key, int]) -> Counts:
@@ -175,3 +204,15 @@ class Applier:
             key = dump_key([image.get(c) for c in pk]) or "[]"
             records.append((change.table, key, change.values(), change.position))
         self.offsets.defer(consumer.alias, records)
+
+
+def _indexed_keys(target: Target, index: str, consumer: Consumer) -> Iterator[Key]:
+    """The root keys of the documents *index* holds (join children, ``<relation>:<key>``, are
+    rebuilt with their parents)."""
+    plan = consumer.fanout.plan
+    for doc_id, _ in target.scan_hashes(index):
+        if plan.joins and ":" in doc_id:
+            continue
+        key = parse_key(plan.table, plan.id_columns, doc_id)
+        if key is not None:
+            yield key

@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 import orjson
 
-Op = Literal["insert", "update", "delete"]
+#: ``truncate``: every row of the table went at once (the log names no row: ``old``/``new`` None)
+Op = Literal["insert", "update", "delete", "truncate"]
 
 #: The Spark schema of the change stream: one row per change, plus one ``end`` row per batch
 #: that carries the batch's end offset (so the sink learns it without a second query).

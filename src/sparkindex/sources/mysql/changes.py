@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -198,6 +199,10 @@ class MysqlChangeSource(ChangeSource):
                     current, txn, ts = event.gtid, [], float(event.timestamp)
                 elif isinstance(event, XidEvent) or (isinstance(event, QueryEvent) and event.query != "BEGIN"):
                     if current and (isinstance(event, XidEvent) or event.query == "COMMIT" or not txn):
+                        if isinstance(event, QueryEvent):  # a statement on its own (DDL)
+                            table = truncated_table(event.query, self.database, event.schema)
+                            if table in names:
+                                txn.append(Change(table, "truncate", gtid_seq(current), ts=ts))
                         changes.extend(txn)  # a COMMIT, or a statement on its own (DDL)
                         done_gtid, txn, current = current, [], ""
                         if gtid_seq(done_gtid) >= target or time.monotonic() > budget:
@@ -229,3 +234,22 @@ class MysqlChangeSource(ChangeSource):
             else:
                 out.append(Change(event.table, "delete", position, dict(row["values"]), None, ts))
         return out
+
+
+_NAME = r"(`(?:[^`]|``)+`|[\w$]+)"
+_TRUNCATE = re.compile(rf"\s*truncate\s+(?:table\s+)?(?:{_NAME}\s*\.\s*)?{_NAME}\s*;?\s*", re.IGNORECASE)
+
+
+def truncated_table(query: str, database: str, schema: bytes | str | None) -> str | None:
+    """The table a ``TRUNCATE`` statement of the binlog empties, if it is one of *database*'s
+    (*schema*: the statement's default database). Row-based logging still logs it as a statement."""
+    m = _TRUNCATE.fullmatch(query)
+    if m is None:
+        return None
+    default = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else (schema or "")
+    db = _unquote(m.group(1)) if m.group(1) else default
+    return _unquote(m.group(2)) if db == database else None
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name

@@ -44,7 +44,7 @@ from sparkindex.errors import ConfigError, TransientError
 log = logging.getLogger(__name__)
 
 PLUGIN = "wal2json"
-_OPS = {"I": "insert", "U": "update", "D": "delete"}
+_OPS = {"I": "insert", "U": "update", "D": "delete", "T": "truncate"}
 #: wal2json add-tables escapes these with a backslash
 _ESCAPE = re.compile(r"([\\,.* ])")
 
@@ -292,9 +292,6 @@ class PostgresChangeSource(ChangeSource):
                 txn = []
             elif action in _OPS:
                 txn.append(msg)
-            elif action == "T":
-                table = names.get((msg.get("schema"), msg.get("table")), msg.get("table"))
-                log.error("table %r was truncated: its documents stay until a reindex", table)
             elif action == "C":
                 position = lsn_int(lsn)
                 commit_ts = _timestamp(msg.get("timestamp"))

@@ -4,13 +4,17 @@ tombstone table."""
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.runner import SyncRun
+from sparkindex.changes.session import resolve_consumer_plan, watched_tables
+from sparkindex.changes.source import open_change_source
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
@@ -68,7 +72,9 @@ def _sql(db: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:
 
 
 def test_polling_with_key_diff(tmp_path: Path, spark: Any) -> None:
-    pipeline, db = _shop(tmp_path / "shop", "{column: updated_at, overlap_s: 600, key_diff_every_s: 0.01}")
+    pipeline, db = _shop(
+        tmp_path / "shop", "{column: updated_at, overlap_s: 600, key_diff_every_s: 3600, key_diff_range_docs: 40}"
+    )
     assert ReindexJob(pipeline, None, new=True, spark_factory=lambda: spark).run().status == "COMPLETED"
     assert _run(pipeline, spark).applied == 0
     category = sqlite3.connect(db).execute("SELECT category_id FROM products WHERE id = 9").fetchone()[0]
@@ -117,3 +123,26 @@ def test_polling_deletes_from_a_tombstone_table(tmp_path: Path, spark: Any) -> N
     assert _doc(pipeline, "5") is None
     assert review not in [r["id"] for r in _doc(pipeline, "8")["reviews"]]  # type: ignore[index]
     assert _verify(pipeline).clean
+
+
+def test_the_key_diff_tiles_the_index_into_ranges_once_per_interval(tmp_path: Path, spark: Any) -> None:
+    """One recheck per sort-key range (about key_diff_range_docs documents each, a Spark task
+    each): together they cover the whole index, and the next comes after key_diff_every_s."""
+    pipeline, _ = _shop(tmp_path / "shop", "{column: updated_at, key_diff_every_s: 3600, key_diff_range_docs: 40}")
+    assert ReindexJob(pipeline, None, new=True, spark_factory=lambda: spark).run().status == "COMPLETED"
+    source = open_source(pipeline.source_url())
+    fanout = FanOut(resolve_consumer_plan(pipeline, source, "products"), source)
+    changes = open_change_source(pipeline, source, watched_tables([fanout]), "tiles")
+    try:
+        first = changes.read(changes.start(), 1000)
+        again = changes.read(changes.start(), 1000)
+    finally:
+        changes.close()
+        source.close()
+    rechecks = [c for c in first.changes if c.op == "recheck"]
+    assert len(rechecks) >= 3  # 150 documents, about 40 per range
+    assert all(c.old is not None and c.old["alias"] == "products" for c in rechecks)
+    bounds = [(c.old["lo"], c.old["hi"]) for c in rechecks if c.old is not None]
+    assert bounds[0][0] is None and bounds[-1][1] is None
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds)), bounds
+    assert not [c for c in again.changes if c.op == "recheck"]

@@ -10,7 +10,8 @@ write older than what was written before is dropped here, deletes included (a to
 
 A TRUNCATE of any table of the relation tree says that rows went without saying which: every
 document the index holds is rebuilt by its key at the truncate's position, so those whose root
-row is gone are deleted and the others lose what they held of the truncated table.
+row is gone are deleted and the others lose what they held of the truncated table. A key diff's
+range (polling without tombstones) is checked the same way, for documents whose root row is gone.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.errors import DocumentError, TransientError
-from sparkindex.jobs.source_lookup import parse_key
+from sparkindex.jobs.source_lookup import SourceLookup, parse_key
 from sparkindex.keys import document_id, dump_key, sort_key
 from sparkindex.sources.base import Key
 from sparkindex.targets.base import BulkItem, Target
@@ -84,12 +85,15 @@ class Applier:
         counts = Counts()
         tables = set(consumer.fanout.tables())
         truncated = [c for c in changes if c.op == "truncate" and c.table in tables]
-        roots = consumer.fanout.root_keys([c for c in changes if c.op != "truncate"])
+        rechecks = [c for c in changes if c.op == "recheck" and (c.old or {}).get("alias") == consumer.alias]
+        roots = consumer.fanout.root_keys([c for c in changes if c.op in ("insert", "update", "delete")])
         if roots.deferred:
             self._defer(consumer, roots.deferred)
             counts.deferred += len(roots.deferred)
         if truncated:
             counts.add(self._rebuild_all(consumer, index, truncated, roots.keys))
+        for change in rechecks:
+            counts.add(self._recheck(consumer, index, change))
         keys = list(roots.keys.items())
         for i in range(0, len(keys), KEYS_PER_BUILD):
             counts.add(self.rebuild(consumer, index, dict(keys[i : i + KEYS_PER_BUILD])))
@@ -113,6 +117,30 @@ class Applier:
                 chunk = {}
         if chunk:
             counts.add(self.rebuild(consumer, index, chunk))
+        return counts
+
+    def _recheck(self, consumer: Consumer, index: str, change: Change) -> Counts:
+        """A key diff's range: the documents of *index* in it whose root row is gone are rebuilt
+        by key, which deletes them at the change's position (a row written again later wins)."""
+        bounds = change.old or {}
+        lookup = SourceLookup(consumer.fanout.source, consumer.fanout.plan)
+        joins = bool(consumer.fanout.plan.joins)
+        counts, ids = Counts(), list[str]()
+
+        def flush() -> None:
+            present = lookup.existing(ids)
+            gone = [lookup.root_key(i) for i in ids if i not in present and not (joins and ":" in i)]
+            keys = {k: change.position for k in gone if k is not None}
+            ids.clear()
+            if keys:
+                counts.add(self.rebuild(consumer, index, keys))
+
+        for doc_id, _ in self.target.scan_hashes(index, key_range=(bounds.get("lo"), bounds.get("hi"))):
+            ids.append(doc_id)
+            if len(ids) >= KEYS_PER_BUILD:
+                flush()
+        if ids:
+            flush()
         return counts
 
     def rebuild(self, consumer: Consumer, index: str, keys: dict[Key, int]) -> Counts:

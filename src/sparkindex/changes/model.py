@@ -14,8 +14,10 @@ from typing import Any, Literal
 
 import orjson
 
-#: ``truncate``: every row of the table went at once (the log names no row: ``old``/``new`` None)
-Op = Literal["insert", "update", "delete", "truncate"]
+#: ``truncate``: every row of the table went at once (the log names no row: ``old``/``new`` None);
+#: ``recheck``: a key diff's range of an index, whose documents may have lost their root rows
+#: (``old`` holds ``alias``, ``lo`` and ``hi``; see :func:`recheck`)
+Op = Literal["insert", "update", "delete", "truncate", "recheck"]
 
 #: The Spark schema of the change stream: one row per change, plus one ``end`` row per batch
 #: that carries the batch's end offset (so the sink learns it without a second query).
@@ -66,6 +68,12 @@ class Change:
             new=_load(row[4]),
             ts=float(row[6] or 0.0),
         )
+
+
+def recheck(table: str, alias: str, lo: str | None, hi: str | None, position: int) -> Change:
+    """The documents of *alias* whose sort keys lie in [*lo*, *hi*) may have lost their root rows
+    in *table* (deletes the source does not log): the apply step looks, as one Spark task."""
+    return Change(table, "recheck", position, old={"alias": alias, "lo": lo, "hi": hi})
 
 
 def end_row(offset: dict[str, Any], position: int, ts: float) -> tuple[Any, ...]:

@@ -7,9 +7,9 @@ inside that window, so a late commit is found exactly once more and a quiet tabl
 
 Deletes leave no row to poll. A tombstone table (``changes.tombstones``: columns ``tbl``, the
 table's name, ``row_key``, the deleted row's key and link columns as a JSON object, and the
-polling column) is read like the others; without one, the root table's keys are compared with
-the index's documents every ``key_diff_every_s`` and the documents without a row are deleted
-(a deleted child row shows only when its parent's column moves).
+polling column) is read like the others; without one, every ``key_diff_every_s`` the index's
+documents are compared with the root table's keys, one sort-key range per Spark task, and the
+documents without a row are deleted (a deleted child row shows only when its parent's column moves).
 
 Positions are the column's values as external versions (integers as they are, date/times in
 microseconds); a row found late gets the batch's start position plus one, so it still wins over
@@ -28,12 +28,11 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from sparkindex.changes.model import Batch, Change
+from sparkindex.changes.model import Batch, Change, recheck
 from sparkindex.changes.source import ChangeSource, Lag
 from sparkindex.documents.plan import check_version_column
 from sparkindex.documents.versions import external_version
 from sparkindex.errors import ConfigError
-from sparkindex.keys import document_id, split_document_id
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ class PollingChangeSource(ChangeSource):
                 "e.g. changes: {column: updated_at}"
             )
         self.config = configs[0]
-        self._next_diff = time.monotonic() + self.config.key_diff_every_s
+        self._next_diff = 0.0  # the first read diffs: deletes made while no sync ran are found at once
         self._root = self.pipeline.indexes[0]
 
     def _column(self, table: str) -> str:
@@ -144,28 +143,30 @@ class PollingChangeSource(ChangeSource):
         return Change(table, "update", position, None, _plain(row))
 
     def _key_diff(self, after: int) -> list[Change]:
-        """Without tombstones: root keys the index has and the table has not, now and then."""
+        """Without tombstones, now and then: one recheck per sort-key range of every index (about
+        ``key_diff_range_docs`` documents each). The apply step runs each range as a Spark task of
+        its own and deletes the documents whose root row is gone (:mod:`sparkindex.changes.apply`)."""
         if self.config.tombstones is not None or time.monotonic() < self._next_diff:
             return []
         self._next_diff = time.monotonic() + self.config.key_diff_every_s
-        from sparkindex.documents.plan import resolve_index
+        from sparkindex.jobs.verify import index_tasks
         from sparkindex.targets.registry import open_target
 
         target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
         out: list[Change] = []
-        for i, idx in enumerate(self.pipeline.indexes):
-            plan = resolve_index(self.source, idx, f"indexes[{i}]")
-            if target.alias_target(idx.alias) is None:
-                continue
-            present = {document_id(k) for k in self.source.walk_keys(plan.table, plan.id_columns)}
-            for doc_id, _ in target.scan_hashes(idx.alias):
-                if doc_id in present or (":" in doc_id and plan.joins):
+        try:
+            for idx in self.pipeline.indexes:
+                index = target.alias_target(idx.alias)
+                if index is None:
                     continue
-                parts = split_document_id(doc_id, len(plan.id_columns))
-                key = {c: _typed(plan.table.columns[c].type, v) for c, v in zip(plan.id_columns, parts, strict=True)}
-                out.append(Change(plan.table.name, "delete", after + 1, old=key))
-        if out:
-            log.info("key diff: %d document(s) without a row", len(out))
+                parts = max(1, -(-target.count(index) // self.config.key_diff_range_docs))
+                notes: list[str] = []
+                for task in index_tasks(target, idx.alias, index, parts, notes):
+                    out.append(recheck(idx.table, idx.alias, task.lo, task.hi, after + 1))
+                for note in notes:
+                    log.info("key diff of %s: %s", idx.alias, note)
+        finally:
+            target.close()
         return out
 
     def lag(self, offset: Mapping[str, Any]) -> Lag:
@@ -187,9 +188,3 @@ def _value_of(col: sa.ColumnElement[Any], micros: int) -> Any:
         value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)
         return value if isinstance(col.type, sa.DateTime) else value.date()
     return micros
-
-
-def _typed(col_type: Any, part: str | None) -> Any:
-    if part is not None and isinstance(col_type, sa.Integer):
-        return int(part)
-    return part

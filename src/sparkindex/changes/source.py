@@ -117,8 +117,9 @@ class ChangeSource(ABC):
         at = dict(start)
         for _ in range(PROBE_READS):
             batch = self.read(at, PROBE_LIMIT, until)
-            if batch.changes:
-                return batch.changes[0], True
+            found = [c for c in batch.changes if c.op != "recheck"]  # a key diff's range is no commit
+            if found:
+                return found[0], True
             if not (batch.more or batch.extra.get("incomplete")):
                 return None, True
             if batch.offset == at:

@@ -229,6 +229,8 @@ class ChangesConfig(_Strict):
     overlap_s: float = Field(default=5.0, ge=0)
     tombstones: str | None = None
     key_diff_every_s: float = Field(default=300.0, gt=0)
+    #: documents per sort-key range of the key diff: each range is one Spark task
+    key_diff_range_docs: int = Field(default=50_000, ge=1)
 
 
 class SyncConfig(_Strict):

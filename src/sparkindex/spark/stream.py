@@ -117,9 +117,11 @@ class ChangeStreamReader(DataSourceStreamReader):
     def _by_row(self, changes: list[Change]) -> list[list[tuple[Any, ...]]]:
         """Changes split into tasks by the row they touch (its key or link columns), so that all
         changes of a row meet in one task and its documents are rebuilt once per batch."""
+        rechecks = [[c.to_row()] for c in changes if c.op == "recheck"]  # a key diff's range: a task each
+        changes = [c for c in changes if c.op != "recheck"]
         n = max(1, -(-len(changes) // CHANGES_PER_TASK))
         if n == 1:
-            return [[c.to_row() for c in changes]]
+            return [[c.to_row() for c in changes], *rechecks]
         links = {t["name"]: list(t["link_columns"]) for t in self.spec["tables"]}
         chunks: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
         for c in changes:
@@ -127,7 +129,7 @@ class ChangeStreamReader(DataSourceStreamReader):
             # link values alone: a product and its reviews (product_id) land in the same task
             key = orjson.dumps([image.get(col) for col in links.get(c.table, ())], default=str)
             chunks[zlib.crc32(key) % n].append(c.to_row())
-        return chunks
+        return [*chunks, *rechecks]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, ChangePartition)

@@ -1,6 +1,7 @@
 """Claims benchmark: the product's real partition path, on every store, durable where it can be.
 
-Each of 16 claimers (threads of one process, or processes: ``CLAIMS_MODE``) takes its share of
+Each of 16 claimers (processes by default, as Spark tasks are Python workers of their own; or
+threads of one process, ``CLAIMS_MODE=threads``, which measures the GIL) takes its share of
 the partition ids, as Spark tasks are handed theirs, and for each one runs exactly what the
 partition worker runs: ``claim(pid)`` -> ``save_progress`` -> ``complete`` with the last batch
 folded in. Every statement the store sends is counted.
@@ -292,7 +293,7 @@ def main_lines(partitions: int | None = None, claimers: int | None = None, mode:
     """One JSON line per store (bench/run.py calls this)."""
     n = partitions or int(os.environ.get("CLAIMS_PARTITIONS", "4000"))
     c = claimers or int(os.environ.get("CLAIMS_CLAIMERS", "16"))
-    m = mode or os.environ.get("CLAIMS_MODE", "threads")
+    m = mode or os.environ.get("CLAIMS_MODE", "processes")
     work = Path(tempfile.mkdtemp(prefix="sparkindex-bench-claims-"))
     runs: list[tuple[str, str, Callable[[], Any]]] = [
         ("sqlite", f"sqlite:///{work / 'claims.db'}", _nothing),

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+from sparkindex.changes.deferred import due
 from sparkindex.changes.runner import SyncRun
 from sparkindex.config import load_pipeline
 from sparkindex.coordination.offsets import OffsetStore
@@ -102,7 +103,8 @@ def test_the_scheduled_refresh_runs_once_a_day_across_restarts(shop: Shop, spark
     finally:
         _stop(run, thread)
     assert shop.document("10")["category"]["name"] == HOSTILE[1]  # type: ignore[index]
-    assert _last_run(shop) == dt.date.today()
+    last = _last_run(shop)
+    assert last is not None and dt.date.fromtimestamp(last) == dt.date.today()
 
     shop.sql(f"UPDATE categories SET name = :n WHERE id = {category}", params={"n": HOSTILE[2]})
     shop.sync(spark)  # the day's refresh is done: recorded for tomorrow's
@@ -115,9 +117,25 @@ def test_the_scheduled_refresh_runs_once_a_day_across_restarts(shop: Shop, spark
     assert shop.document("10")["category"]["name"] == HOSTILE[1]  # type: ignore[index]
 
 
-def _last_run(shop: Shop) -> dt.date | None:
+def _last_run(shop: Shop) -> float | None:
     store = CoordinationStore(shop.pipeline.coordination_url())
     try:
         return OffsetStore(store.engine).last_deferred_run(["products"])
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("now", "last", "expected"),
+    [
+        ("2026-05-01 01:59", None, False),  # not the time yet
+        ("2026-05-01 02:00", None, True),
+        ("2026-05-01 09:00", "2026-04-30 02:00", True),  # yesterday's
+        ("2026-05-01 09:00", "2026-05-01 02:00", False),  # today's, done
+        ("2026-05-01 09:00", "2026-05-01 01:00", True),  # run by hand before today's time
+        ("2026-05-02 00:30", "2026-05-01 02:00", False),  # after midnight, before the time
+    ],
+)
+def test_when_the_daily_refresh_is_due(now: str, last: str | None, expected: bool) -> None:
+    last_started = None if last is None else dt.datetime.fromisoformat(last).timestamp()
+    assert due("02:00", last_started, dt.datetime.fromisoformat(now)) is expected

@@ -20,6 +20,9 @@ from sparkindex.sources.mysql.changes import truncated_table
         ("DROP TABLE reviews", b"shop", None),
         ("INSERT INTO t VALUES ('truncate reviews')", b"shop", None),
         ("TRUNCATE TABLE reviews, products", b"shop", None),  # not MariaDB syntax: never guessed
+        ("/* from an ORM */ TRUNCATE TABLE reviews", b"shop", "reviews"),
+        ("-- note\n# another\n truncate table reviews wait 5", b"shop", "reviews"),
+        ("TRUNCATE TABLE reviews NOWAIT", b"Shop", "reviews"),  # database names compared without case
     ],
 )
 def test_truncated_table(query: str, default_db: bytes | str | None, expected: str | None) -> None:

@@ -12,6 +12,8 @@ A TRUNCATE of any table of the relation tree says that rows went without saying 
 document the index holds is rebuilt by its key at the truncate's position, so those whose root
 row is gone are deleted and the others lose what they held of the truncated table. A key diff's
 range (polling without tombstones) is checked the same way, for documents whose root row is gone.
+Join children (documents of their own, routed to their parent) are not removed by either: a
+truncated join table's children stay until a reindex, and a warning says so.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sparkindex.changes.model import Change
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder
+from sparkindex.documents.join import parent_prefixes
 from sparkindex.errors import DocumentError, TransientError
 from sparkindex.jobs.source_lookup import SourceLookup, parse_key
 from sparkindex.keys import document_id, dump_key, sort_key
@@ -109,6 +112,14 @@ class Applier:
             ", ".join(sorted({repr(c.table) for c in truncated})),
             index,
         )
+        joined = {r.table.name for r in consumer.fanout.plan.joins} & {c.table for c in truncated}
+        if joined:
+            log.warning(
+                "%s: the join children of truncated table(s) %s stay in %s until a reindex",
+                consumer.alias,
+                ", ".join(sorted(joined)),
+                index,
+            )
         counts, chunk = Counts(), {}
         for key in _indexed_keys(self.target, index, consumer):
             chunk[key] = max(position, touched.pop(key, -1))
@@ -124,12 +135,12 @@ class Applier:
         by key, which deletes them at the change's position (a row written again later wins)."""
         bounds = change.old or {}
         lookup = SourceLookup(consumer.fanout.source, consumer.fanout.plan)
-        joins = bool(consumer.fanout.plan.joins)
+        children = parent_prefixes(consumer.fanout.plan.joins)
         counts, ids = Counts(), list[str]()
 
         def flush() -> None:
             present = lookup.existing(ids)
-            gone = [lookup.root_key(i) for i in ids if i not in present and not (joins and ":" in i)]
+            gone = [lookup.root_key(i) for i in ids if i not in present and not (children and i.startswith(children))]
             keys = {k: change.position for k in gone if k is not None}
             ids.clear()
             if keys:
@@ -238,8 +249,9 @@ def _indexed_keys(target: Target, index: str, consumer: Consumer) -> Iterator[Ke
     """The root keys of the documents *index* holds (join children, ``<relation>:<key>``, are
     rebuilt with their parents)."""
     plan = consumer.fanout.plan
+    children = parent_prefixes(plan.joins)
     for doc_id, _ in target.scan_hashes(index):
-        if plan.joins and ":" in doc_id:
+        if children and doc_id.startswith(children):
             continue
         key = parse_key(plan.table, plan.id_columns, doc_id)
         if key is not None:

@@ -12,6 +12,7 @@ least that new, and a concurrent sync's later changes still win.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -68,7 +69,7 @@ def apply_deferred(
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
     offsets = OffsetStore(store.engine, pipeline.coordination.prefix)
-    started = dt.date.today()  # the day the refresh is for, however long it takes
+    started = time.time()  # changes deferred after this wait for the next refresh
     chosen = selected_aliases(pipeline, aliases)
     fanouts = {a: FanOut(resolve_consumer_plan(pipeline, source, a), source) for a in chosen}
     changes = open_change_source(pipeline, source, watched_tables(list(fanouts.values())), group or pipeline.sync.group)
@@ -105,11 +106,13 @@ def _session(pipeline: Pipeline) -> Any:
     return build_session(pipeline.spark, pipeline.base_dir / ".sparkindex" / "spark.log")
 
 
-def due(deferred_at: str | None, last_run: dt.date | None, now: dt.datetime | None = None) -> bool:
-    """Whether the daily deferred refresh at *deferred_at* ("HH:MM", local time) is due, given
-    the day of the last refresh (kept in the coordination store, so a restart does not redo it)."""
+def due(deferred_at: str | None, last_started: float | None, now: dt.datetime | None = None) -> bool:
+    """Whether the daily deferred refresh at *deferred_at* ("HH:MM", local time) is due: today's
+    time has come and the last refresh (kept in the coordination store, so a restart does not redo
+    it) started before it. A refresh run by hand earlier in the day does not cancel it."""
     if deferred_at is None:
         return False
     now = now or dt.datetime.now()
     hour, minute = (int(x) for x in deferred_at.split(":"))
-    return now.time() >= dt.time(hour, minute) and last_run != now.date()
+    slot = dt.datetime.combine(now.date(), dt.time(hour, minute))
+    return now >= slot and (last_started is None or last_started < slot.timestamp())

@@ -48,7 +48,22 @@ class PollingChangeSource(ChangeSource):
             )
         self.config = configs[0]
         self._next_diff = 0.0  # the first read diffs: deletes made while no sync ran are found at once
+        self._first_batch_needed: bool | None = None
         self._root = self.pipeline.indexes[0]
+
+    @property
+    def first_batch_needed(self) -> bool:
+        """The stream's first read diffs the keys of every index that exists."""
+        if self._first_batch_needed is None:
+            from sparkindex.targets.registry import open_target
+
+            target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
+            try:
+                built = any(target.alias_target(idx.alias) is not None for idx in self.pipeline.indexes)
+            finally:
+                target.close()
+            self._first_batch_needed = self.config.tombstones is None and built
+        return self._first_batch_needed
 
     def _column(self, table: str) -> str:
         return self.config.tables.get(table, self.config.column)
@@ -146,7 +161,7 @@ class PollingChangeSource(ChangeSource):
         """Without tombstones, now and then: one recheck per sort-key range of every index (about
         ``key_diff_range_docs`` documents each). The apply step runs each range as a Spark task of
         its own and deletes the documents whose root row is gone (:mod:`sparkindex.changes.apply`)."""
-        if self.config.tombstones is not None or time.monotonic() < self._next_diff:
+        if self.config.tombstones is not None or self.probing or time.monotonic() < self._next_diff:
             return []
         self._next_diff = time.monotonic() + self.config.key_diff_every_s
         from sparkindex.jobs.verify import index_tasks

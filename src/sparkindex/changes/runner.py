@@ -294,6 +294,8 @@ class SyncRun:
             return False
         if self._batch_running.is_set() or query.status.get("isTriggerActive"):
             return False
+        if self.changes.first_batch_needed and self.totals.batches == 0:
+            return False  # the first batch's key diff finds deletes no probe can see
         acked = self._acked or self._start_offset()
         if self.until is not None and not self.until(self.changes.position(acked)):
             return False

@@ -68,6 +68,14 @@ class ChangeSource(ABC):
         self.source = source
         self.tables = list(tables)
         self.consumer = consumer
+        #: set while :meth:`pending` probes: reads then look for commits only (no key diff)
+        self.probing = False
+
+    @property
+    def first_batch_needed(self) -> bool:
+        """Whether the stream's first batch carries work no probe can see (polling's key diff),
+        so that ``--until-caught-up`` must see one batch acknowledged before it may stop."""
+        return False
 
     @abstractmethod
     def check(self) -> None:
@@ -115,17 +123,20 @@ class ChangeSource(ABC):
     def _probe(self, start: Mapping[str, Any], until: Mapping[str, Any] | None) -> tuple[Change | None, bool]:
         """(the first change found, whether the probe read to the end)."""
         at = dict(start)
-        for _ in range(PROBE_READS):
-            batch = self.read(at, PROBE_LIMIT, until)
-            found = [c for c in batch.changes if c.op != "recheck"]  # a key diff's range is no commit
-            if found:
-                return found[0], True
-            if not (batch.more or batch.extra.get("incomplete")):
-                return None, True
-            if batch.offset == at:
-                break  # the source cannot move on yet (a slow server): undecided
-            at = dict(batch.offset)
-        return None, False
+        self.probing = True
+        try:
+            for _ in range(PROBE_READS):
+                batch = self.read(at, PROBE_LIMIT, until)
+                if batch.changes:
+                    return batch.changes[0], True
+                if not (batch.more or batch.extra.get("incomplete")):
+                    return None, True
+                if batch.offset == at:
+                    break  # the source cannot move on yet (a slow server): undecided
+                at = dict(batch.offset)
+            return None, False
+        finally:
+            self.probing = False
 
     def drop(self) -> bool:
         """Remove server-side state kept for this consumer (a slot); True if something was removed."""

@@ -228,7 +228,7 @@ class ChangesConfig(_Strict):
     tables: dict[str, str] = Field(default_factory=dict, description="per-table column overrides")
     overlap_s: float = Field(default=5.0, ge=0)
     tombstones: str | None = None
-    key_diff_every_s: float = Field(default=300.0, gt=0)
+    key_diff_every_s: float = Field(default=300.0, ge=1.0)  # each diff is a batch of its own
     #: documents per sort-key range of the key diff: each range is one Spark task
     key_diff_range_docs: int = Field(default=50_000, ge=1)
 

@@ -13,13 +13,12 @@ table changes, so the core schema's version is untouched.
 * ``si_change_snapshot``: deferred changes per alias, table and row key; a later change to the
   same row replaces the earlier one (search-center's delay effect), keeping every row image seen.
 * ``si_sync_hold``: a reindex that is about to swap an alias asks live syncs to pause it.
-* ``si_deferred_run``: per alias, the day its deferred changes were last applied, so a sync
-  restarted after ``sync.deferred_at`` does not apply them a second time that day.
+* ``si_deferred_run``: per alias, when its last deferred refresh started, so a sync restarted
+  after ``sync.deferred_at`` does not apply them a second time for that day's refresh.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -94,8 +93,7 @@ def make_offset_tables(prefix: str = "") -> OffsetTables:
         f"{p}deferred_run",
         md,
         sa.Column("alias", sa.String(255), primary_key=True),
-        sa.Column("ran_on", sa.String(10), nullable=False),  # ISO date, local time (as deferred_at)
-        sa.Column("ran_at", Time, nullable=False),
+        sa.Column("started_at", Time, nullable=False),
     )
     return OffsetTables(md, offset, doc_version, snapshot, hold, deferred_run)
 
@@ -279,24 +277,23 @@ class OffsetStore:
         return removed
 
     @rerun_on_conflict
-    def record_deferred_run(self, aliases: Sequence[str], day: dt.date) -> None:
+    def record_deferred_run(self, aliases: Sequence[str], started_at: float) -> None:
         t = self.t.deferred_run
         with self.engine.begin() as conn:
             conn.execute(t.delete().where(t.c.alias.in_(list(aliases))))
-            now = time.time()
-            conn.execute(t.insert(), [{"alias": a, "ran_on": day.isoformat(), "ran_at": now} for a in aliases])
+            conn.execute(t.insert(), [{"alias": a, "started_at": started_at} for a in aliases])
 
     @rerun_on_conflict
-    def last_deferred_run(self, aliases: Sequence[str]) -> dt.date | None:
-        """The day the deferred changes of all *aliases* were last applied (the earliest of their
-        days), None if some alias never had them applied."""
+    def last_deferred_run(self, aliases: Sequence[str]) -> float | None:
+        """When the last deferred refresh of all *aliases* started (the earliest of their starts,
+        epoch s), None if some alias never had one."""
         t = self.t.deferred_run
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(t.c.alias, t.c.ran_on).where(t.c.alias.in_(list(aliases)))).fetchall()
-        days = {r.alias: dt.date.fromisoformat(r.ran_on) for r in rows}
-        if not aliases or any(a not in days for a in aliases):
+            rows = conn.execute(sa.select(t.c.alias, t.c.started_at).where(t.c.alias.in_(list(aliases)))).fetchall()
+        starts = {r.alias: float(r.started_at) for r in rows}
+        if not aliases or any(a not in starts for a in aliases):
             return None
-        return min(days.values())
+        return min(starts.values())
 
     # -- holds (a reindex about to swap pauses live syncs of the alias) -------------------------------
     @rerun_on_conflict

@@ -197,7 +197,8 @@ class ApplyTasks:
                     changes.append(Change.from_row(_as_tuple(row)))
         out = []
         for alias, (index, after) in self.plan.items():
-            counts = ctx.apply(alias, index, [c for c in changes if c.position > after])
+            # a key diff's range is not a commit: an alias ahead of the batch still checks it
+            counts = ctx.apply(alias, index, [c for c in changes if c.position > after or c.op == "recheck"])
             out.append(
                 {
                     "alias": alias,

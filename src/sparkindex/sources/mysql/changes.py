@@ -200,8 +200,8 @@ class MysqlChangeSource(ChangeSource):
                 elif isinstance(event, XidEvent) or (isinstance(event, QueryEvent) and event.query != "BEGIN"):
                     if current and (isinstance(event, XidEvent) or event.query == "COMMIT" or not txn):
                         if isinstance(event, QueryEvent):  # a statement on its own (DDL)
-                            table = truncated_table(event.query, self.database, event.schema)
-                            if table in names:
+                            table = _watched(truncated_table(event.query, self.database, event.schema), names)
+                            if table is not None:
                                 txn.append(Change(table, "truncate", gtid_seq(current), ts=ts))
                         changes.extend(txn)  # a COMMIT, or a statement on its own (DDL)
                         done_gtid, txn, current = current, [], ""
@@ -237,18 +237,36 @@ class MysqlChangeSource(ChangeSource):
 
 
 _NAME = r"(`(?:[^`]|``)+`|[\w$]+)"
-_TRUNCATE = re.compile(rf"\s*truncate\s+(?:table\s+)?(?:{_NAME}\s*\.\s*)?{_NAME}\s*;?\s*", re.IGNORECASE)
+_COMMENTS = re.compile(r"(?:\s+|/\*.*?\*/|#[^\n]*(?:\n|$)|--\s[^\n]*(?:\n|$))*", re.DOTALL)
+_TRUNCATE = re.compile(
+    rf"truncate\s+(?:table\s+)?(?:{_NAME}\s*\.\s*)?{_NAME}(?:\s+(?:wait\s+\d+|nowait))?\s*;?\s*", re.IGNORECASE
+)
 
 
 def truncated_table(query: str, database: str, schema: bytes | str | None) -> str | None:
     """The table a ``TRUNCATE`` statement of the binlog empties, if it is one of *database*'s
-    (*schema*: the statement's default database). Row-based logging still logs it as a statement."""
-    m = _TRUNCATE.fullmatch(query)
+    (*schema*: the statement's default database), as the statement spells it. Row-based logging
+    still logs it as a statement. One that cannot be read is logged, never silently passed over."""
+    head = _COMMENTS.match(query)
+    body = query[head.end() :] if head else query
+    if body[:8].lower() != "truncate":
+        return None
+    m = _TRUNCATE.fullmatch(body)
     if m is None:
+        log.warning("a TRUNCATE in the binlog was not understood; its documents may be stale: %.200s", body)
         return None
     default = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else (schema or "")
     db = _unquote(m.group(1)) if m.group(1) else default
-    return _unquote(m.group(2)) if db == database else None
+    return _unquote(m.group(2)) if db.lower() == database.lower() else None
+
+
+def _watched(table: str | None, names: set[str]) -> str | None:
+    """*table* as the pipeline names it, if watched (names may differ in case only where the
+    server folds them, ``lower_case_table_names``)."""
+    if table is None or table in names:
+        return table
+    folded = [n for n in names if n.lower() == table.lower()]
+    return folded[0] if len(folded) == 1 else None
 
 
 def _unquote(name: str) -> str:

@@ -98,7 +98,11 @@ def test_sync_consumers_appear_when_a_sync_saves_offsets(server: ServerProcess, 
     # what `sparkindex sync` writes (the change-capture engine's own offset store)
     offsets = OffsetStore(populated.store.engine)
     offsets.save(
-        "shop-sync", {"products": (123456, {"lsn": "0/1E240"}, "products_v2")}, {"products": (10, 2)}, lag_s=3.5
+        "shop-sync",
+        {"products": (123456, {"lsn": "0/1E240"}, "products_v2")},
+        {"products": (10, 2)},
+        lag_s=3.5,
+        retained_bytes=7_340_032,
     )
     found: list[dict[str, Any]] = []
 
@@ -117,6 +121,7 @@ def test_sync_consumers_appear_when_a_sync_saves_offsets(server: ServerProcess, 
             "index": "products_v2",
             "applied": 10,
             "deleted": 2,
+            "retained_bytes": 7_340_032,
         }
     ]
     families = {f.name: f for f in text_string_to_metric_families(server.http.get("/metrics").text)}
@@ -125,6 +130,7 @@ def test_sync_consumers_appear_when_a_sync_saves_offsets(server: ServerProcess, 
         ("sparkindex_sync_lag_seconds", 3.5),
         ("sparkindex_sync_documents_applied", 10),
         ("sparkindex_sync_documents_deleted", 2),
+        ("sparkindex_sync_retained_bytes", 7_340_032),
     ):
         samples = [s for s in families[name].samples if s.labels == labels]
         assert [s.value for s in samples] == [value], name

@@ -355,7 +355,7 @@ class SyncRun:
             self._last_ts = float(end["ts"])
         lag = max(0.0, time.time() - self._last_ts) if self._last_ts else 0.0
         positions = {a: (max(position, after), offset, index) for a, (index, after) in plan.items()}
-        self.offsets.save(self.group, positions, counts, lag)
+        self.offsets.save(self.group, positions, counts, lag, self.totals.lag_bytes)
         self.totals.batches += 1
         self.totals.position = position
         self._acked = offset

@@ -251,7 +251,7 @@ class SyncConfig(_Strict):
 class IndexConfig(_Strict):
     """One alias: the root table, how to build its documents and how to split the work."""
 
-    alias: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$")
+    alias: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$", max_length=128)  # the store keys on it
     table: str
     id: KeyColumns | None = None
     columns: list[str] | None = None

@@ -60,6 +60,8 @@ def make_offset_tables(prefix: str = "") -> OffsetTables:
         sa.Column("deleted", sa.BigInteger, nullable=False, default=0),
         sa.Column("lag_s", sa.Float, nullable=False, default=0.0),
         sa.Column("updated_at", Time, nullable=False),
+        #: log the source retains for the group (a PostgreSQL slot's WAL), as last measured
+        sa.Column("retained_bytes", sa.BigInteger),
     )
     doc_version = sa.Table(
         f"{p}doc_version",
@@ -72,8 +74,9 @@ def make_offset_tables(prefix: str = "") -> OffsetTables:
     snapshot = sa.Table(
         f"{p}change_snapshot",
         md,
-        sa.Column("alias", sa.String(255), primary_key=True),
-        sa.Column("tbl", sa.String(255), primary_key=True),
+        # 128 + 128 + 512 characters: MariaDB's 3,072-byte key limit in utf8mb4 (4 bytes each)
+        sa.Column("alias", sa.String(128), primary_key=True),
+        sa.Column("tbl", sa.String(128), primary_key=True),
         sa.Column("row_key", sa.String(512), primary_key=True),
         sa.Column("images", sa.Text, nullable=False),
         sa.Column("position", sa.BigInteger, nullable=False),
@@ -134,6 +137,7 @@ class OffsetStore:
         self.engine = engine
         self.t = make_offset_tables(prefix)
         self.t.metadata.create_all(engine, checkfirst=True)
+        _add_missing_columns(engine, self.t.offset)
 
     # -- consumer offsets --------------------------------------------------------------------------
     @rerun_on_conflict
@@ -157,6 +161,7 @@ class OffsetStore:
         positions: Mapping[str, tuple[int, dict[str, Any], str | None]],
         counts: Mapping[str, tuple[int, int]] | None = None,
         lag_s: float = 0.0,
+        retained_bytes: int | None = None,
     ) -> None:
         """Record, per alias, the acknowledged (position, resume offset, index) in one transaction;
         *counts* (applied, deleted) are added to the running totals."""
@@ -171,6 +176,7 @@ class OffsetStore:
                     "index_name": index,
                     "lag_s": lag_s,
                     "updated_at": now,
+                    "retained_bytes": retained_bytes,
                 }
                 res = conn.execute(
                     t.update()
@@ -323,6 +329,22 @@ class OffsetStore:
         t = self.t.hold
         with self.engine.begin() as conn:
             conn.execute(t.delete().where(t.c.alias == alias, t.c.holder == holder))
+
+
+def _add_missing_columns(engine: Engine, table: sa.Table) -> None:
+    """Columns added to these tables after a store created them (``create_all`` skips a table
+    that exists): added, nullable, by whichever process comes first."""
+    present = {c["name"] for c in sa.inspect(engine).get_columns(table.name)}
+    for column in table.columns:
+        if column.name in present or not column.nullable:
+            continue
+        kind = column.type.compile(dialect=engine.dialect)
+        try:
+            with engine.begin() as conn:
+                conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
+        except sa.exc.DBAPIError:  # another process added it meanwhile
+            if column.name not in {c["name"] for c in sa.inspect(engine).get_columns(table.name)}:
+                raise
 
 
 def _images(images: list[dict[str, Any]]) -> str:

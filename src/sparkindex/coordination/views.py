@@ -158,6 +158,7 @@ class SyncConsumer:
     index: str | None = None
     applied: float | None = None
     deleted: float | None = None
+    retained_bytes: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -391,6 +392,7 @@ class StoreViews:
                     index=_text(m, index),
                     applied=_number(m["applied"]) if "applied" in cols else None,
                     deleted=_number(m["deleted"]) if "deleted" in cols else None,
+                    retained_bytes=_number(m["retained_bytes"]) if "retained_bytes" in cols else None,
                 )
             )
         return sorted(out, key=lambda c: (c.group, c.alias or ""))

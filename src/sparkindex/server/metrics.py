@@ -162,6 +162,11 @@ class StoreCollector(Collector):
         deleted = CounterMetricFamily(
             "sparkindex_sync_documents_deleted", "change capture: documents deleted", labels=["group", "alias"]
         )
+        retained = GaugeMetricFamily(
+            "sparkindex_sync_retained_bytes",
+            "change capture: log the source retains for a consumer group (a PostgreSQL slot's WAL)",
+            labels=["group", "alias"],
+        )
         now = time.time()
         for c in self.state.views.sync_consumers():
             labels = [c.group, c.alias or ""]
@@ -173,7 +178,9 @@ class StoreCollector(Collector):
                 applied.add_metric(labels, c.applied)
             if c.deleted is not None:
                 deleted.add_metric(labels, c.deleted)
-        yield from (lag, age, applied, deleted)
+            if c.retained_bytes is not None:
+                retained.add_metric(labels, c.retained_bytes)
+        yield from (lag, age, applied, deleted, retained)
         drift = GaugeMetricFamily(
             "sparkindex_verify_drift", "documents out of step at the alias's last verify", labels=["alias", "kind"]
         )

@@ -18,8 +18,9 @@ truncated join table's children stay until a reindex, and a warning says so.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sparkindex.changes.fanout import FanOut
@@ -94,18 +95,17 @@ class Applier:
             self._defer(consumer, roots.deferred)
             counts.deferred += len(roots.deferred)
         if truncated:
-            counts.add(self._rebuild_all(consumer, index, truncated, roots.keys))
+            position = self._truncated(consumer, index, truncated)
+            every = ((k, max(position, roots.keys.pop(k, -1))) for k in _indexed_keys(self.target, index, consumer))
+            counts.add(self._rebuild_chunks(consumer, index, every))
         for change in rechecks:
-            counts.add(self._recheck(consumer, index, change))
-        keys = list(roots.keys.items())
-        for i in range(0, len(keys), KEYS_PER_BUILD):
-            counts.add(self.rebuild(consumer, index, dict(keys[i : i + KEYS_PER_BUILD])))
+            counts.add(self._rebuild_chunks(consumer, index, self._gone(consumer, index, change)))
+        counts.add(self._rebuild_chunks(consumer, index, roots.keys.items()))
         return counts
 
-    def _rebuild_all(self, consumer: Consumer, index: str, truncated: list[Change], touched: dict[Key, int]) -> Counts:
-        """Rebuild every document *index* holds at the newest truncate's position (or at the
-        position of a later change to it in the batch, taken out of *touched*)."""
-        position = max(c.position for c in truncated)
+    def _truncated(self, consumer: Consumer, index: str, truncated: list[Change]) -> int:
+        """Say what a truncate does to *index*; the newest truncate's position, at which every
+        document it holds is rebuilt (unless a later change in the batch touched it)."""
         log.warning(
             "%s: table(s) %s truncated: rebuilding every document of %s by key",
             consumer.alias,
@@ -120,38 +120,24 @@ class Applier:
                 ", ".join(sorted(joined)),
                 index,
             )
-        counts, chunk = Counts(), {}
-        for key in _indexed_keys(self.target, index, consumer):
-            chunk[key] = max(position, touched.pop(key, -1))
-            if len(chunk) >= KEYS_PER_BUILD:
-                counts.add(self.rebuild(consumer, index, chunk))
-                chunk = {}
-        if chunk:
-            counts.add(self.rebuild(consumer, index, chunk))
-        return counts
+        return max(c.position for c in truncated)
 
-    def _recheck(self, consumer: Consumer, index: str, change: Change) -> Counts:
-        """A key diff's range: the documents of *index* in it whose root row is gone are rebuilt
-        by key, which deletes them at the change's position (a row written again later wins)."""
+    def _gone(self, consumer: Consumer, index: str, change: Change) -> Iterator[tuple[Key, int]]:
+        """A key diff's range: the root keys of the documents of *index* in it whose row is gone,
+        at the change's position (rebuilt by key, they become deletes; a row written again later
+        wins)."""
         bounds = change.old or {}
         lookup = SourceLookup(consumer.fanout.source, consumer.fanout.plan)
-        children = parent_prefixes(consumer.fanout.plan.joins)
-        counts, ids = Counts(), list[str]()
+        keys = _indexed_keys(self.target, index, consumer, (bounds.get("lo"), bounds.get("hi")))
+        while chunk := list(itertools.islice(keys, KEYS_PER_BUILD)):
+            present = lookup.existing_roots(chunk)
+            yield from ((k, change.position) for k in chunk if document_id(k) not in present)
 
-        def flush() -> None:
-            present = lookup.existing(ids)
-            gone = [lookup.root_key(i) for i in ids if i not in present and not (children and i.startswith(children))]
-            keys = {k: change.position for k in gone if k is not None}
-            ids.clear()
-            if keys:
-                counts.add(self.rebuild(consumer, index, keys))
-
-        for doc_id, _ in self.target.scan_hashes(index, key_range=(bounds.get("lo"), bounds.get("hi"))):
-            ids.append(doc_id)
-            if len(ids) >= KEYS_PER_BUILD:
-                flush()
-        if ids:
-            flush()
+    def _rebuild_chunks(self, consumer: Consumer, index: str, keys: Iterable[tuple[Key, int]]) -> Counts:
+        """Rebuild *keys* (root key, position) in builder calls of :data:`KEYS_PER_BUILD`."""
+        counts, pending = Counts(), iter(keys)
+        while chunk := dict(itertools.islice(pending, KEYS_PER_BUILD)):
+            counts.add(self.rebuild(consumer, index, chunk))
         return counts
 
     def rebuild(self, consumer: Consumer, index: str, keys: dict[Key, int]) -> Counts:
@@ -245,12 +231,14 @@ class Applier:
         self.offsets.defer(consumer.alias, records)
 
 
-def _indexed_keys(target: Target, index: str, consumer: Consumer) -> Iterator[Key]:
-    """The root keys of the documents *index* holds (join children, ``<relation>:<key>``, are
-    rebuilt with their parents)."""
+def _indexed_keys(
+    target: Target, index: str, consumer: Consumer, key_range: tuple[str | None, str | None] | None = None
+) -> Iterator[Key]:
+    """The root keys of the documents *index* holds (in a sort-key range); join children,
+    ``<relation>:<key>``, are rebuilt with their parents."""
     plan = consumer.fanout.plan
     children = parent_prefixes(plan.joins)
-    for doc_id, _ in target.scan_hashes(index):
+    for doc_id, _ in target.scan_hashes(index, key_range=key_range):
         if children and doc_id.startswith(children):
             continue
         key = parse_key(plan.table, plan.id_columns, doc_id)

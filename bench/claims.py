@@ -124,6 +124,14 @@ def _count_statements(store: CoordinationStore) -> list[int]:
 
     for engine in {store.engine, store.single}:  # transactions, and the one-statement writes
         sa.event.listen(engine, "before_cursor_execute", seen)
+    for direct in store.direct_statements():  # PostgreSQL's hot path, on the driver's cursor
+        run = direct.run
+
+        def counted(params: Any, run: Any = run) -> Any:
+            seen()
+            return run(params)
+
+        direct.run = counted  # type: ignore[method-assign]
     return count
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.jobs.verify import VerifyReport, verify_alias
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
+from tests.cli_process import LoggedProcess
 from tests.e2e.shop import copy_shop, fresh_database
 
 #: Names, texts and keys a careless pipeline would break on (quotes, escapes, separators, emoji).
@@ -205,23 +205,26 @@ class RestartableServer(Protocol):
 def assert_sync_survives_a_restart(shop: Shop, server: RestartableServer, cli: Path) -> None:
     """A running ``sparkindex sync`` process, its database server stopped and started under it:
     changes before and after reach the index, SIGTERM then ends it cleanly, verify is clean."""
-    proc = subprocess.Popen(
-        [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    proc = LoggedProcess(
+        [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml")], shop.directory / "logs", start_new_session=True
     )
     try:
         shop.sql("UPDATE products SET name = :n WHERE id = 1", params={"n": HOSTILE[0]})
-        wait_until(lambda: (shop.document("1") or {}).get("name") == HOSTILE[0], 300, "the first update")
+        wait_until(
+            lambda: proc.assert_running("sync") and (shop.document("1") or {}).get("name") == HOSTILE[0],
+            300,
+            "the first update",
+        )
         server.stop()
         server.start()
         shop.sql("UPDATE products SET name = :n WHERE id = 2", params={"n": HOSTILE[1]})
         shop.sql("DELETE FROM reviews WHERE product_id = 3")
         shop.sql("DELETE FROM products WHERE id = 3")
         wait_until(
-            lambda: (shop.document("2") or {}).get("name") == HOSTILE[1] and shop.document("3") is None,
+            lambda: (
+                proc.assert_running("sync")
+                and ((shop.document("2") or {}).get("name") == HOSTILE[1] and shop.document("3") is None)
+            ),
             300,
             "the changes after the restart",
         )

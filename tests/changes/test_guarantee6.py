@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from tests.changes.helpers import HOSTILE, KINDS, Shop, commit_position, drop_shop, make_shop, wait_until
+from tests.cli_process import LoggedProcess
 
 pytestmark = pytest.mark.slow
 
@@ -139,24 +139,24 @@ def test_a_live_sync_is_paused_for_the_swap_and_continues_on_the_new_version(
 ) -> None:
     """A sync runs throughout: the reindex holds the alias, the sync pauses and reports where it
     is, the new version is caught up past that, swapped, and the sync continues on it."""
-    sync = subprocess.Popen(
-        [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    sync = LoggedProcess(
+        [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml")], shop.directory / "logs", start_new_session=True
     )
     writer = Writer(shop, 2000, kind)
     try:
         writer.start()
-        wait_until(lambda: _position(shop, "default") > 0 and len(writer.log) > 50, 300, "the live sync to run")
+
+        def position_reached(position: int) -> bool:
+            sync.assert_running("the live sync")
+            return _position(shop, "default") >= position
+
+        wait_until(lambda: position_reached(1) and len(writer.log) > 50, 300, "the live sync to run")
         shop.reindex(spark)  # v2 under the writer and the live sync
         writer.stop.set()
         writer.join(timeout=60)
         assert writer.error is None
         last = writer.log[-1][0]
-        wait_until(lambda: _position(shop, "default") >= last, 300, "the live sync to apply the last commit")
-        assert sync.poll() is None, "the live sync must survive the hold and the swap"
+        wait_until(lambda: position_reached(last), 300, "the live sync to apply the last commit")
         report = shop.verify()
         assert report.clean, report.to_dict()
         sync.send_signal(signal.SIGTERM)

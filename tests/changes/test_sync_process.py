@@ -18,6 +18,7 @@ import pytest
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, wait_until
+from tests.cli_process import LoggedProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -31,12 +32,10 @@ def shop(tmp_path: Path, services: dict[str, str], spark: Any) -> Iterator[Shop]
     drop_pg_shop(shop, services["postgres"])
 
 
-def _start_sync(cli: Path, shop: Shop, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+def _start_sync(cli: Path, shop: Shop, *extra: str) -> LoggedProcess:
+    return LoggedProcess(
         [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml"), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        shop.directory / "logs",
         start_new_session=True,  # its JVM shares the process group: a SIGKILL takes both
     )
 
@@ -81,7 +80,9 @@ def test_sigkill_mid_stream_then_resume_loses_nothing(shop: Shop, cli: Path) -> 
     writer = Writer(shop)
     try:
         writer.start()
-        wait_until(lambda: _applied(shop) > 0, 300, "the running sync to acknowledge a batch")
+        wait_until(
+            lambda: proc.assert_running("sync") and _applied(shop) > 0, 300, "the running sync to acknowledge a batch"
+        )
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         killed_at = writer.commits
@@ -114,7 +115,9 @@ def test_sync_stops_cleanly(shop: Shop, cli: Path, how: str) -> None:
     try:
         shop.sql("UPDATE products SET name = :n WHERE id = 42", params={"n": HOSTILE[5]})
         wait_until(
-            lambda: (shop.document("42") or {}).get("name") == HOSTILE[5], 300, "the running sync to apply the update"
+            lambda: proc.assert_running("sync") and (shop.document("42") or {}).get("name") == HOSTILE[5],
+            300,
+            "the running sync to apply the update",
         )
         if how == "sigterm":
             proc.send_signal(signal.SIGTERM)

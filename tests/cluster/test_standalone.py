@@ -15,6 +15,7 @@ from sparkindex.config import load_pipeline
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
+from tests.cli_process import LoggedProcess
 from tests.cluster.standalone import StandaloneCluster
 from tests.e2e.shop import copy_shop, fresh_database, wait_for
 
@@ -51,12 +52,8 @@ def test_cluster_reindex_survives_a_worker_kill_and_refuses_a_second_run(
     pipeline = load_pipeline(config)
     store = CoordinationStore(pipeline.coordination_url(), "cluster_")
 
-    first = subprocess.Popen(
-        [str(cli), "reindex", "-c", str(config), "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    first = LoggedProcess(
+        [str(cli), "reindex", "-c", str(config), "--json"], config.parent / "logs", start_new_session=True
     )
     try:
 

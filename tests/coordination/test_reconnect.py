@@ -43,8 +43,11 @@ def test_store_keeps_working_after_a_real_postgres_restart(store_url: tuple[str,
     try:
         assert not store.engine.pool._pre_ping and not store.single.pool._pre_ping, "no ping per checkout"
         job = store.create_job(["products"], {}, "test")
-        store.add_partitions(job.id, [spec(0), spec(1)])
-        a, b = (p.id for p in store.partitions(job.id))
+        store.add_partitions(job.id, [spec(0), spec(1), spec(2)])
+        a, b, c = (p.id for p in store.partitions(job.id))
+        # this thread's direct connection (PostgreSQL's claim path), which the restart will kill too
+        assert store.claim(c, "before-restart", "run-A", stale_after_s=60) is not None
+        assert store.direct_connections.open_count() == 1
         # several pooled connections in both pools, all of which the restart will kill
         conns = [engine.connect() for engine in (store.engine, store.single) for _ in range(3)]
         started = conns[0].execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one()

@@ -14,19 +14,16 @@ import pytest
 from sparkindex.coordination.records import JobRecord, PartitionRecord
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
+from tests.cli_process import LoggedProcess
 from tests.e2e.shop import make_shop, store_of, wait_for
 
 pytestmark = pytest.mark.slow
 P = PartitionStatus
 
 
-def _start(cli: Path, pipeline: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [str(cli), "reindex", "-c", str(pipeline), "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+def _start(cli: Path, pipeline: Path) -> LoggedProcess:
+    return LoggedProcess(
+        [str(cli), "reindex", "-c", str(pipeline), "--json"], pipeline.parent / "logs", start_new_session=True
     )
 
 

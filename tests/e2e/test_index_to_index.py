@@ -30,6 +30,7 @@ from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem, StoredDocument
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
+from tests.cli_process import LoggedProcess
 from tests.e2e.guarantee_helpers import run_cli
 from tests.e2e.shop import make_shop, store_of, wait_for
 from tests.support.osmem import *  # noqa: F403 (osmem_cluster: osmem-server, a test double)
@@ -181,13 +182,7 @@ def test_rebuild_killed_mid_way_resumes_on_rerun(tmp_path: Path, spark: Any, cli
     )
     path = tmp_path / "rebuild" / "pipeline.yaml"
     store = store_of(pipeline)
-    proc = subprocess.Popen(
-        [str(cli), "reindex", "-c", str(path), "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = LoggedProcess([str(cli), "reindex", "-c", str(path), "--json"], path.parent / "logs", start_new_session=True)
     try:
 
         def some_done() -> bool:

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from sparkindex.coordination.states import JobStatus, PartitionStatus
+from tests.cli_process import LoggedProcess
 from tests.e2e.shop import make_shop, store_of, wait_for
 
 pytestmark = pytest.mark.slow
@@ -19,9 +20,7 @@ def test_stop_then_resume(tmp_path: Path, cli: Path) -> None:
     pipeline = make_shop(tmp_path, products=10_000, partition_size=500, batch_size=100, page_size=100)
     config = str(tmp_path / "pipeline.yaml")
     store = store_of(pipeline)
-    proc = subprocess.Popen(
-        [str(cli), "reindex", "-c", config, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    proc = LoggedProcess([str(cli), "reindex", "-c", config, "--json"], tmp_path / "logs")
     try:
 
         def running_with_progress() -> bool:

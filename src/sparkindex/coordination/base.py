@@ -56,12 +56,16 @@ def rerun_on_conflict(fn: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
-        backoff = Backoff(initial_s=0.005, max_s=1.0, deadline_s=120.0)
+        backoff: Backoff | None = None  # made on the first failure: the hot path builds none
         while True:
             try:
                 return fn(*args, **kwargs)
             except DBAPIError as exc:
-                if not retryable(exc) or backoff.expired():
+                if not retryable(exc):
+                    raise
+                if backoff is None:
+                    backoff = Backoff(initial_s=0.005, max_s=1.0, deadline_s=120.0)
+                if backoff.expired():
                     raise
                 time.sleep(backoff.next_delay())
 

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sparkindex.coordination.base import Fence, StoreBase, rerun_on_conflict
+from sparkindex.coordination.direct import DirectConnections, DirectStatement, direct_capable
 from sparkindex.coordination.records import PartitionRecord, PartitionSpec
 from sparkindex.coordination.states import CLAIM_SOURCES, JobStatus, PartitionStatus, check_partition
 from sparkindex.coordination.tables import Tables, Time
@@ -48,6 +49,16 @@ class PartitionRows(StoreBase):
         self._claim_free_stmt = self._build_claim(take_over_run=False)
         self._progress_stmt = self._build_progress(None)
         self._complete_stmt = self._build_progress(P.COMPLETED)
+        # PostgreSQL: the same statements, run on psycopg's cursor (coordination.direct says why)
+        self._direct: dict[int, DirectStatement] = {}
+        self.direct_connections = DirectConnections(self.single)
+        if self.single is not engine and direct_capable(self.single):
+            for stmt in (self._claim_stmt, self._claim_free_stmt, self._progress_stmt, self._complete_stmt):
+                self._direct[id(stmt)] = DirectStatement(self.direct_connections, stmt)
+
+    def direct_statements(self) -> list[DirectStatement]:
+        """The hot statements that run on the driver's cursor (none off PostgreSQL)."""
+        return list(self._direct.values())
 
     # -- planning and reading ----------------------------------------------------------------------
     @rerun_on_conflict
@@ -185,9 +196,16 @@ class PartitionRows(StoreBase):
         }
         pt = self.t.partition
         stmt = self._claim_stmt if take_over_run else self._claim_free_stmt
+        direct = self._direct.get(id(stmt))
+        if direct is not None:
+            _, claimed = direct.run(params)
+            if claimed is not None:
+                return PartitionRecord.from_mapping(claimed)
         # RETURNING: one autocommit statement; MySQL/MariaDB: UPDATE then SELECT in one transaction
         with (self.single if self._returning else self.engine).begin() as conn:
-            if self._returning:
+            if direct is not None:
+                row = None  # the claim above matched nothing
+            elif self._returning:
                 row = conn.execute(stmt, params).first()
             elif conn.execute(stmt, params).rowcount == 1:
                 row = conn.execute(sa.select(pt).where(pt.c.id == partition_id)).first()
@@ -247,8 +265,11 @@ class PartitionRows(StoreBase):
 
     @rerun_on_conflict
     def _run_fenced(self, stmt: sa.Update, params: dict[str, Any], partition_id: str, token: int, to: Any) -> None:
+        direct = self._direct.get(id(stmt))
+        if direct is not None and direct.run(params)[0] == 1:
+            return
         with self.single.begin() as conn:
-            if conn.execute(stmt, params).rowcount == 1:
+            if direct is None and conn.execute(stmt, params).rowcount == 1:
                 return
             # A rerun whose first run committed but lost its reply: completed already, or its
             # batch's cursor already stored.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -101,7 +102,10 @@ class PartitionRecord:
 
     @classmethod
     def from_row(cls, row: Any) -> PartitionRecord:
-        m = row._mapping
+        return cls.from_mapping(row._mapping)
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, Any]) -> PartitionRecord:
         return _build(
             cls,
             m,

@@ -41,6 +41,7 @@ class CoordinationStore(JobRows, PartitionRows, PartitionStats):
         self.dead_letters = DeadLetterStore(engine, tables.dead_letter)
 
     def close(self) -> None:
+        self.direct_connections.close()
         self.engine.dispose()
         self.single.dispose()
 

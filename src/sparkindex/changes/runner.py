@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from sparkindex.changes.fanout import FanOut
+from sparkindex.changes.restarts import StreamRestarts
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.changes.source import ChangeSource, open_change_source
 from sparkindex.config.model import Pipeline
@@ -47,8 +48,6 @@ LOCK_TTL_S = 30.0
 LOCK_REFRESH_S = 2.0
 #: how often a running sync measures how much log the source retains for it
 LAG_CHECK_S = 10.0
-#: how many times a failed streaming query is started again before the sync gives up
-MAX_QUERY_STARTS = 5
 
 
 def sync_lock_key(group: str) -> str:
@@ -196,19 +195,31 @@ class SyncRun:
 
     def _stream(self, initial: dict[str, Any], until: dict[str, Any] | None, checkpoint: str) -> None:
         """Run the query; one that fails (a Python worker that could not start, a lost executor)
-        is started again from the acknowledged position, a few times, with backoff."""
-        backoff = Backoff(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
+        is started again from the acknowledged position, with backoff, until it keeps failing
+        without progress (:mod:`sparkindex.changes.restarts`)."""
+        restarts = StreamRestarts(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
+        attempt = 0
         try:
-            for attempt in range(1, MAX_QUERY_STARTS + 1):
+            while True:
+                attempt += 1
+                batches = self.totals.batches
                 failure = self._query(initial, until, f"{checkpoint}/{attempt}", attempt)
                 if failure is None or self.error is not None or self.stop_requested.is_set():
                     return
-                if attempt == MAX_QUERY_STARTS:
-                    self.error = PermanentError(f"the change stream failed {attempt} times; last: {failure}")
+                pause = restarts.failed(progressed=self.totals.batches > batches)
+                if pause is None:
+                    self.error = PermanentError(
+                        f"the change stream failed {restarts.failures} times in a row without progress "
+                        f"over {restarts.window_s:.0f} s or more; last: {failure}"
+                    )
                     return
-                log.warning("the change stream failed (%s); starting it again from the acknowledged position", failure)
+                log.warning(
+                    "the change stream failed (%s, %d in a row); starting it again from the acknowledged position",
+                    failure,
+                    restarts.failures,
+                )
                 initial = dict(self._acked or self._start_offset())
-                self.stop_requested.wait(backoff.next_delay())
+                self.stop_requested.wait(pause)
         finally:
             self.stop_requested.set()
 

@@ -164,11 +164,20 @@ def opensearch_url(proxy: HttpProxy) -> str:
     return f"opensearch://{proxy.host_port}"
 
 
+def engine_url(engine: str, request: pytest.FixtureRequest, cluster: OsmemCluster) -> str:
+    """The target URL of *engine* ("opensearch" or "elasticsearch") on the test's osmem cluster
+    (Elasticsearch through the shim its client needs)."""
+    if engine == "opensearch":
+        return cluster.opensearch_url
+    return elasticsearch_url(request.getfixturevalue("es_shim"))
+
+
 __all__ = [
     "OsmemCluster",
     "OsmemProcess",
     "cloned_cluster",
     "elasticsearch_url",
+    "engine_url",
     "es_shim",
     "fault_proxy",
     "opensearch_url",

@@ -7,14 +7,15 @@ import os
 import signal
 import socket
 
+from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.runner import LOCK_TTL_S, sync_lock_key
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.changes.source import open_change_source
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.sources.registry import open_source
+from sparkindex.targets.registry import open_target
 
 
 def request_sync_stop(store: CoordinationStore, group: str) -> str | None:
@@ -47,5 +48,6 @@ def drop_consumer(pipeline: Pipeline, group: str) -> bool:
     finally:
         changes.close()
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    OffsetStore(store.engine, pipeline.coordination.prefix).forget(group)
+    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    open_consumer_offsets(pipeline, store.engine, target).forget(group)
     return dropped

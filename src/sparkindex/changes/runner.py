@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.restarts import StreamRestarts
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
@@ -117,11 +118,6 @@ class SyncRun:
     def prepare(self) -> None:
         """Resolve plans and check the source (config errors, exit 2) before any JVM starts."""
         p = self.pipeline
-        if p.sync.offsets != "store":
-            raise ConfigError(
-                f"{p.origin}: sync.offsets: offsets kept in the target's index are not available yet; "
-                "use offsets: store (the coordination store, reachable by every node)"
-            )
         self.source = open_source(p.source_url(), p.job.source_timeout_s)
         self.target = open_target(p.target.url, p.base_dir, p.target.options)
         self.fanouts = [FanOut(resolve_consumer_plan(p, self.source, a), self.source) for a in self.aliases]
@@ -129,17 +125,19 @@ class SyncRun:
         self.changes: ChangeSource = open_change_source(p, self.source, self.tables, self.consumer)
         self.changes.check()
         self.store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
-        self.offsets = OffsetStore(self.store.engine, p.coordination.prefix)
+        self.offsets = OffsetStore(self.store.engine, p.coordination.prefix)  # holds, deferred runs
+        #: the group's acknowledged positions: the store's, or the target's offsets index
+        self.positions = open_consumer_offsets(p, self.store.engine, self.target)
 
     def _initial(self) -> dict[str, Any]:
         """Start (and create) the source; give aliases without an offset the offset of now; return
         the offset of the alias furthest behind (the stream's start)."""
         now = self.changes.start()
-        saved = self.offsets.offsets(self.group)
+        saved = self.positions.offsets(self.group)
         fresh = {a: (self.changes.position(now), now, self._index(a)) for a in self.aliases if a not in saved}
         if fresh:
-            self.offsets.save(self.group, fresh)
-            saved = self.offsets.offsets(self.group)
+            self.positions.save(self.group, fresh)
+            saved = self.positions.offsets(self.group)
         mine = [saved[a] for a in self.aliases]
         return min(mine, key=lambda o: o.position).offset
 
@@ -319,7 +317,7 @@ class SyncRun:
             return False
 
     def _start_offset(self) -> dict[str, Any]:
-        saved = self.offsets.offsets(self.group)
+        saved = self.positions.offsets(self.group)
         return min((saved[a] for a in self.aliases), key=lambda o: o.position).offset
 
     # -- the sink ----------------------------------------------------------------------------------
@@ -366,14 +364,14 @@ class SyncRun:
             self._last_ts = float(end["ts"])
         lag = max(0.0, time.time() - self._last_ts) if self._last_ts else 0.0
         positions = {a: (max(position, after), offset, index) for a, (index, after) in plan.items()}
-        self.offsets.save(self.group, positions, counts, lag, self.totals.lag_bytes)
+        self.positions.save(self.group, positions, counts, lag, self.totals.lag_bytes)
         self.totals.batches += 1
         self.totals.position = position
         self._acked = offset
         if self.on_ack is not None:
             self.on_ack(position)
         # the log may let go of what every alias of the group has applied
-        saved = self.offsets.offsets(self.group)
+        saved = self.positions.offsets(self.group)
         lowest = min(saved.values(), key=lambda o: o.position)
         try:
             self.changes.acknowledge(lowest.offset)
@@ -405,7 +403,7 @@ class SyncRun:
         """Answer every hold on our aliases with the position we applied; True if any is held."""
         if self.lock is False:
             return False  # a catch-up: it is the holder, not a live sync
-        saved = self.offsets.offsets(self.group)
+        saved = self.positions.offsets(self.group)
         holds = {a: h for a, h in self.offsets.holds(self.aliases).items() if h.holder != self.hold_owner}
         for alias, hold in holds.items():
             if hold.paused_by != self.holder:
@@ -417,7 +415,7 @@ class SyncRun:
         is released, then continue from the offsets the reindex handed over."""
         while self._pause_held() and not self.stop_requested.wait(0.1):
             pass  # held: polling the store until the reindex releases the alias
-        return self.offsets.offsets(self.group)
+        return self.positions.offsets(self.group)
 
     def _summary(self) -> SyncSummary:
         offset = self._acked or self._start_offset()

@@ -244,7 +244,12 @@ class SyncConfig(_Strict):
     max_batch_changes: int = Field(default=50_000, gt=0)
     catch_up_lag_s: float = Field(default=2.0, gt=0, description="a reindex swaps once this close to the head")
     deferred_at: str | None = Field(default=None, pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    #: where consumer offsets live: the coordination store, or an index of the target (the
+    #: index-based-offsets seed: checkpoint and processed-event documents, OpenSearch/Elasticsearch)
     offsets: Literal["store", "target"] = "store"
+    offsets_index: str = Field(default="sparkindex-offsets", pattern=r"^[a-z0-9][a-z0-9_\-]*$", max_length=200)
+    offsets_retention_days: float = Field(default=7.0, gt=0, description="processed-event documents kept")
+    offsets_cache: int = Field(default=10_000, gt=0, description="checkpoints a sync remembers writing")
     server_id: int = Field(default=7301, gt=0, description="MySQL/MariaDB replica server id")
 
 
@@ -382,6 +387,8 @@ class Pipeline(_Strict):
         for i, idx in enumerate(self.indexes):
             if idx.alias in seen:
                 raise ValueError(f"indexes[{i}].alias: duplicate alias {idx.alias!r}")
+            if self.sync.offsets == "target" and idx.alias == self.sync.offsets_index:
+                raise ValueError(f"indexes[{i}].alias: {idx.alias!r} is also sync.offsets_index, where offsets live")
             seen.add(idx.alias)
         return self
 

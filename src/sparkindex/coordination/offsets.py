@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import sqlalchemy as sa
@@ -112,6 +112,34 @@ class GroupOffset:
     deleted: int
     lag_s: float
     updated_at: float
+
+
+class ConsumerOffsets(Protocol):
+    """Where consumer groups keep their acknowledged positions (``sync.offsets``): the
+    coordination store (:class:`OffsetStore`, one transaction per acknowledgement) or an index of
+    the target (:mod:`sparkindex.targets.search_engine.offsets`). Holds, versions and deferred
+    changes stay in the coordination store either way."""
+
+    def offsets(self, group: str) -> dict[str, GroupOffset]:
+        """The group's offset per alias."""
+        ...
+
+    def groups_of(self, alias: str) -> list[GroupOffset]:
+        """Every group's offset for *alias*."""
+        ...
+
+    def save(
+        self,
+        group: str,
+        positions: Mapping[str, tuple[int, dict[str, Any], str | None]],
+        counts: Mapping[str, tuple[int, int]] | None = None,
+        lag_s: float = 0.0,
+        retained_bytes: int | None = None,
+    ) -> None:
+        """Record, per alias, the acknowledged (position, resume offset, index); add *counts*."""
+        ...
+
+    def forget(self, group: str, aliases: Sequence[str] | None = None) -> None: ...
 
 
 @dataclass(frozen=True)

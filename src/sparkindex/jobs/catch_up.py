@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.runner import SyncRun, sync_lock_key
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
@@ -38,6 +39,7 @@ from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import PermanentError, TransientError
 from sparkindex.sources.base import Source
+from sparkindex.targets.registry import open_target
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,11 @@ class CatchUp:
         self.store = store
         self.aliases = list(aliases)
         self.spark = spark
-        self.offsets = OffsetStore(store.engine, pipeline.coordination.prefix)
+        self.offsets = OffsetStore(store.engine, pipeline.coordination.prefix)  # holds
+        #: consumer positions, the catch-up's own and the live groups' it hands over to
+        self.positions = open_consumer_offsets(
+            pipeline, store.engine, open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+        )
         self.consumer = catch_up_consumer(self.aliases)
         self._changes: ChangeSource | None = None
         self._job: str | None = None
@@ -95,16 +101,16 @@ class CatchUp:
             p0 = changes.start()
         finally:
             changes.close()
-        self.offsets.save(catch_up_group(job_id), {a: (changes.position(p0), p0, targets[a]) for a in self.aliases})
+        self.positions.save(catch_up_group(job_id), {a: (changes.position(p0), p0, targets[a]) for a in self.aliases})
         log.info("reindex %s: changes from position %s on are caught up before the swap", job_id, p0)
 
     def active(self, job_id: str) -> bool:
-        return bool(self.offsets.offsets(catch_up_group(job_id)))
+        return bool(self.positions.offsets(catch_up_group(job_id)))
 
     def wrote(self, job_id: str, alias: str) -> bool:
         """Whether an earlier run's catch-up already wrote into the new version (so its document
         count no longer equals what the partitions acknowledged)."""
-        saved = self.offsets.offsets(catch_up_group(job_id)).get(alias)
+        saved = self.positions.offsets(catch_up_group(job_id)).get(alias)
         return saved is not None and (saved.applied > 0 or saved.deleted > 0)
 
     # -- 2. and 3. before the swap -------------------------------------------------------------------
@@ -155,7 +161,7 @@ class CatchUp:
         return self._source(self.pipeline.sync.group)
 
     def _live_groups(self) -> set[str]:
-        groups = {o.group for a in self.aliases for o in self.offsets.groups_of(a)}
+        groups = {o.group for a in self.aliases for o in self.positions.groups_of(a)}
         return {g for g in groups if not g.startswith("reindex:")} | {self.pipeline.sync.group}
 
     def _wait_for_paused_syncs(self, job_id: str) -> None:
@@ -182,9 +188,9 @@ class CatchUp:
     def after_swap(self, job_id: str, targets: dict[str, str]) -> None:
         """Hand the aliases over to the live groups at the caught-up position, release the holds,
         and drop the job's own slot and offsets."""
-        done = self.offsets.offsets(catch_up_group(job_id))
+        done = self.positions.offsets(catch_up_group(job_id))
         for group in self._live_groups():
-            current = self.offsets.offsets(group)
+            current = self.positions.offsets(group)
             handed = {}
             for alias in self.aliases:
                 caught = done.get(alias)
@@ -197,14 +203,14 @@ class CatchUp:
                         f"{caught.position}, while it was held"
                     )
                 handed[alias] = (caught.position, caught.offset, targets[alias])
-            self.offsets.save(group, handed)
+            self.positions.save(group, handed)
         self.release(job_id)
         changes = self._source()
         try:
             changes.drop()
         finally:
             changes.close()
-        self.offsets.forget(catch_up_group(job_id))
+        self.positions.forget(catch_up_group(job_id))
 
     def release(self, job_id: str) -> None:
         for alias in self.aliases:

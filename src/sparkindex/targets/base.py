@@ -12,9 +12,12 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from sparkindex.errors import PermanentError
+from sparkindex.errors import ConfigError, PermanentError
+
+if TYPE_CHECKING:
+    from sparkindex.coordination.offsets import ConsumerOffsets
 
 _VERSION = re.compile(r"^(?P<alias>.+)_v(?P<n>\d+)$")
 
@@ -261,6 +264,14 @@ class Target(ABC):
 
     def close(self) -> None:
         """Release connections or handles; optional."""
+
+    def consumer_offsets(self, index: str, retention_s: float, cache_size: int) -> ConsumerOffsets:
+        """``sync.offsets: target``: consumer offsets kept in an index of this target named
+        *index*. Only backends with indexes of their own to spare offer it."""
+        raise ConfigError(
+            f"sync.offsets: target: {type(self).__name__} cannot keep consumer offsets in an index of its own; "
+            "use sync.offsets: store (the coordination store)"
+        )
 
     def prune_versions(self, alias: str, keep: int) -> list[str]:
         """Delete all but the newest *keep* versions, never the one the alias points at."""

@@ -42,6 +42,7 @@ from sparkindex.targets.search_engine.mapping import (
     restored_settings,
     text_fields,
 )
+from sparkindex.targets.search_engine.offsets import IndexOffsets
 
 
 def _meta(alias: str, mapping: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -268,6 +269,9 @@ class SearchEngineTarget(Target, Generic[C]):
     def key_splits(self, name: str, parts: int) -> list[str]:
         self._refresh(name)
         return reads.key_splits(self.api, name, parts, self.config.split_sample)
+
+    def consumer_offsets(self, index: str, retention_s: float, cache_size: int) -> IndexOffsets:
+        return IndexOffsets(self.api, index, retention_s, cache_size)
 
     def search(self, name: str, query: str, limit: int = 10) -> list[SearchHit]:
         index = aliases.current_index(self.api, name) or name

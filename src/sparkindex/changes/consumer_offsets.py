@@ -1,0 +1,26 @@
+"""Which :class:`~sparkindex.coordination.offsets.ConsumerOffsets` a pipeline's syncs use.
+
+``sync.offsets: store`` (the default): the coordination store, where one transaction records a
+batch's positions for every alias at once. ``sync.offsets: target``: an index of the target
+(``sync.offsets_index``), for deployments that keep a sync's state beside its data; the target
+refuses when it has no indexes to spare (Tantivy), naming the setting.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import Engine
+
+from sparkindex.config.model import Pipeline
+from sparkindex.coordination.offsets import ConsumerOffsets, OffsetStore
+from sparkindex.errors import ConfigError
+from sparkindex.targets.base import Target
+
+
+def open_consumer_offsets(pipeline: Pipeline, store_engine: Engine, target: Target) -> ConsumerOffsets:
+    sync = pipeline.sync
+    if sync.offsets == "store":
+        return OffsetStore(store_engine, pipeline.coordination.prefix)
+    try:
+        return target.consumer_offsets(sync.offsets_index, sync.offsets_retention_days * 86400.0, sync.offsets_cache)
+    except ConfigError as exc:
+        raise ConfigError(f"{pipeline.origin}: {exc}") from None

@@ -1,0 +1,174 @@
+"""Consumer offsets, one conformance suite for where they live: the coordination store (SQLite,
+PostgreSQL) and an index of the target (OpenSearch and Elasticsearch on osmem-server, a TEST
+DOUBLE). The index keeps checkpoint and processed-event documents; a lost checkpoint is recovered
+from its batch's processed event, and processed events past their retention are deleted."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkindex.changes.consumer_offsets import open_consumer_offsets
+from sparkindex.config.model import Pipeline
+from sparkindex.coordination.offsets import ConsumerOffsets, OffsetStore
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.errors import ConfigError
+from sparkindex.targets.registry import open_target
+from sparkindex.targets.search_engine.offsets import IndexOffsets, checkpoint_id
+from tests.support.osmem import *  # noqa: F403 (the osmem, osmem_cluster and es_shim fixtures)
+from tests.support.osmem import OsmemCluster, engine_url
+
+KINDS = ["store-sqlite", "store-postgres", "opensearch", "elasticsearch"]
+
+
+def _pipeline(tmp_path: Path, target: str, offsets: str, extra: str = "") -> Pipeline:
+    data: dict[str, Any] = {
+        "source": {"url": "sqlite:///shop.db"},
+        "target": {"url": target},
+        "indexes": [{"alias": "products", "table": "products"}],
+        "sync": {"offsets": offsets, "offsets_index": "my-offsets"},
+    }
+    return Pipeline.model_validate(data).bind(tmp_path, str(tmp_path / "pipeline.yaml"))
+
+
+@pytest.fixture(params=KINDS)
+def positions(
+    request: pytest.FixtureRequest, tmp_path: Path, services: dict[str, str], osmem_cluster: OsmemCluster
+) -> Iterator[ConsumerOffsets]:
+    kind = request.param
+    if kind.startswith("store-"):
+        url = f"sqlite:///{tmp_path / 'state.db'}" if kind == "store-sqlite" else services["postgres"]
+        store = CoordinationStore(url, f"o{abs(hash(str(tmp_path))) % 10**6}_")
+        pipeline = _pipeline(tmp_path, "tantivy://index", "store")
+        pipeline.coordination.prefix = store.t.partition.name.removesuffix("si_partition")
+        yield open_consumer_offsets(pipeline, store.engine, open_target("tantivy://index", tmp_path, {}))
+        store.close()
+        return
+    url = engine_url(kind, request, osmem_cluster)
+    target = open_target(url, tmp_path, {})
+    store = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
+    offsets = open_consumer_offsets(_pipeline(tmp_path, url, "target"), store.engine, target)
+    assert isinstance(offsets, IndexOffsets)
+    yield offsets
+    target.close()
+    store.close()
+
+
+def test_saved_positions_read_back_with_running_counts(positions: ConsumerOffsets) -> None:
+    assert positions.offsets("g1") == {}
+    positions.save("g1", {"products": (10, {"lsn": "0/A"}, "products_v1"), "tags": (7, {"lsn": "0/7"}, None)})
+    positions.save("g1", {"products": (25, {"lsn": "0/19"}, "products_v2")}, counts={"products": (3, 1)}, lag_s=0.5)
+    positions.save("g1", {"products": (30, {"lsn": "0/1E"}, "products_v2")}, counts={"products": (2, 0)})
+    positions.save("g2", {"products": (5, {"lsn": "0/5"}, "products_v1")})
+    got = positions.offsets("g1")
+    assert set(got) == {"products", "tags"}
+    p = got["products"]
+    assert (p.group, p.position, p.offset, p.index, p.applied, p.deleted) == (
+        "g1",
+        30,
+        {"lsn": "0/1E"},
+        "products_v2",
+        5,
+        1,
+    )
+    assert got["tags"].position == 7 and got["tags"].index is None
+    assert p.updated_at == pytest.approx(time.time(), abs=60)
+    assert sorted((o.group, o.position) for o in positions.groups_of("products")) == [("g1", 30), ("g2", 5)]
+
+
+def test_forget_a_group_or_some_of_its_aliases(positions: ConsumerOffsets) -> None:
+    positions.save("g1", {"products": (10, {}, None), "tags": (7, {}, None)})
+    positions.save("g2", {"products": (5, {}, None)})
+    positions.forget("g1", ["tags"])
+    assert set(positions.offsets("g1")) == {"products"}
+    positions.forget("g1")
+    assert positions.offsets("g1") == {}
+    assert set(positions.offsets("g2")) == {"products"}
+
+
+def _other_process(positions: ConsumerOffsets) -> IndexOffsets:
+    """The same index, read by a process that wrote nothing (a sync restarted after a crash)."""
+    assert isinstance(positions, IndexOffsets)
+    return IndexOffsets(positions.api, positions.index, positions.retention_s, positions.cache_size)
+
+
+def test_a_lost_checkpoint_is_recovered_from_its_processed_event(positions: ConsumerOffsets) -> None:
+    if not isinstance(positions, IndexOffsets):
+        pytest.skip("the store records a batch's positions in one transaction: nothing to recover")
+    positions.save("g1", {"products": (10, {"lsn": "0/A"}, "v1")}, counts={"products": (4, 0)})
+    positions.save("g1", {"products": (20, {"lsn": "0/14"}, "v1")}, counts={"products": (2, 0)})
+    # the crash between the two writes of the second save: its checkpoint never reached the index
+    positions.api.call(
+        "PUT", f"/{positions.index}/_doc/{checkpoint_id('g1', 'products')}", "planting the older checkpoint", _stale()
+    )
+    positions.api.call("POST", f"/{positions.index}/_refresh", "refreshing")
+    restarted = _other_process(positions)
+    got = restarted.offsets("g1")["products"]
+    assert (got.position, got.offset) == (20, {"lsn": "0/14"}), "resume after the acknowledged batch, not before it"
+
+
+def _stale() -> dict[str, Any]:
+    return {
+        "doc_type": "checkpoint",
+        "consumer_group": "g1",
+        "source_index": "products",
+        "position": 10,
+        "offset": {"lsn": "0/A"},
+        "index_name": "v1",
+        "applied": 4,
+        "deleted": 0,
+        "updated_at": int(time.time() * 1000),
+    }
+
+
+def test_processed_events_past_their_retention_are_deleted_and_checkpoints_stay(positions: ConsumerOffsets) -> None:
+    if not isinstance(positions, IndexOffsets):
+        pytest.skip("the store keeps one row per group and alias: nothing accumulates")
+    for position in (10, 20, 30):
+        positions.save("g1", {"products": (position, {}, None)})
+    assert _count(positions, "processed_event") == 3
+    assert positions.prune(time.time()) == 0  # all younger than the retention (7 days)
+    assert positions.prune(time.time() + positions.retention_s + 60) == 3
+    assert _count(positions, "processed_event") == 0
+    assert _count(positions, "checkpoint") == 1
+    assert _other_process(positions).offsets("g1")["products"].position == 30
+
+
+def _count(positions: IndexOffsets, doc_type: str) -> int:
+    body = {"query": {"term": {"doc_type": doc_type}}}
+    return int(positions.api.call("POST", f"/{positions.index}/_count", "counting", body)["count"])
+
+
+def test_tantivy_keeps_no_offsets_index(tmp_path: Path) -> None:
+    pipeline = _pipeline(tmp_path, "tantivy://index", "target")
+    store = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        with pytest.raises(ConfigError, match=r"sync\.offsets: target: TantivyTarget cannot keep consumer offsets"):
+            open_consumer_offsets(pipeline, store.engine, open_target("tantivy://index", tmp_path, {}))
+    finally:
+        store.close()
+
+
+def test_the_offsets_index_may_not_be_an_alias(tmp_path: Path) -> None:
+    data = {
+        "source": {"url": "sqlite:///shop.db"},
+        "indexes": [{"alias": "sparkindex-offsets", "table": "products"}],
+        "sync": {"offsets": "target"},
+    }
+    with pytest.raises(ValueError, match=r"indexes\[0\]\.alias: 'sparkindex-offsets' is also sync\.offsets_index"):
+        Pipeline.model_validate(data)
+
+
+def test_store_offsets_stay_in_the_store(tmp_path: Path) -> None:
+    store = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        got = open_consumer_offsets(
+            _pipeline(tmp_path, "tantivy://index", "store"), store.engine, open_target("tantivy://index", tmp_path, {})
+        )
+        assert isinstance(got, OffsetStore)
+    finally:
+        store.close()

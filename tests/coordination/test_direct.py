@@ -3,7 +3,9 @@ execution, keeps SQLAlchemy's error contract, and survives its connection being 
 
 from __future__ import annotations
 
+import signal
 import threading
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -22,14 +24,14 @@ def _sqlalchemy_statements(store: CoordinationStore) -> list[str]:
     return seen
 
 
-def _backend_pids(store: CoordinationStore) -> list[int]:
-    """The server processes whose last statement touched the partition table (the direct connections)."""
+def _backend_pid(store: CoordinationStore) -> int:
+    """This thread's direct connection's server process (made if the thread has none)."""
+    return int(store.direct_connections.connection().info.backend_pid)
+
+
+def _alive(store: CoordinationStore, pid: int) -> bool:
     with store.engine.connect() as conn:
-        rows = conn.execute(
-            sa.text("SELECT pid FROM pg_stat_activity WHERE query LIKE :q AND pid <> pg_backend_pid()"),
-            {"q": f"%{store.t.partition.name}%"},
-        )
-        return [r.pid for r in rows]
+        return bool(conn.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"), {"p": pid}).scalar())
 
 
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
@@ -64,16 +66,67 @@ def test_a_killed_connection_is_replaced_and_the_statement_rerun(store: Coordina
     _, (a, b) = new_job(store, 2)
     first = store.claim(a, "w1", "run-A", stale_after_s=60)
     assert first is not None
-    pids = _backend_pids(store)
-    assert len(pids) == 1, pids
+    killed = _backend_pid(store)
     with store.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pids[0]}).scalar_one()
-    # the thread's connection is dead: the claim fails as a disconnect, is rerun on a new one
+        assert conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": killed}).scalar_one()
+    failures: list[str] = []
+    original = store.direct_statements()[0].run.__func__  # type: ignore[attr-defined]
+
+    def watched(self: Any, params: Any) -> Any:
+        try:
+            return original(self, params)
+        except sa.exc.DBAPIError as exc:
+            failures.append(f"invalidated={exc.connection_invalidated}")
+            raise
+
+    for stmt in store.direct_statements():
+        stmt.run = watched.__get__(stmt)  # type: ignore[method-assign]
+    # the thread's connection is dead: the claim fails as a disconnect and is rerun on a new one
     second = store.claim(b, "w1", "run-A", stale_after_s=60)
     assert second is not None and second.claim_token == 1
+    assert failures == ["invalidated=True"], failures
+    assert _backend_pid(store) != killed
     store.complete(a, first.claim_token, success=1)
     assert store.partition(a).status == PartitionStatus.COMPLETED
-    assert _backend_pids(store) != pids
+
+
+@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+def test_an_interrupted_statement_leaves_no_busy_connection_behind(store: CoordinationStore) -> None:
+    """A claim interrupted mid-statement by something other than the driver (here a signal
+    handler's exception while it waits on a row lock) must not leave the thread's connection busy."""
+    _, (a, b) = new_job(store, 2)
+    pt = store.t.partition
+    interrupted = _backend_pid(store)
+    with store.engine.connect() as locker:
+        locker.execute(sa.select(pt.c.id).where(pt.c.id == a).with_for_update())  # holds the row
+
+        def interrupt(*_: Any) -> None:
+            raise RuntimeError("interrupted")
+
+        previous = signal.signal(signal.SIGALRM, interrupt)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            with pytest.raises(RuntimeError, match="interrupted"):
+                store.claim(a, "w1", "run-A", stale_after_s=60)  # blocks on the row lock
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        locker.rollback()
+    rec = store.claim(b, "w1", "run-A", stale_after_s=60)  # the same thread goes on
+    assert rec is not None and rec.claim_token == 1
+    assert _backend_pid(store) != interrupted, "the busy connection was replaced"
+
+
+@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+def test_close_closes_every_connection_and_the_store_goes_on(store: CoordinationStore) -> None:
+    _, (a, b) = new_job(store, 2)
+    assert store.claim(a, "w1", "run-A", stale_after_s=60) is not None
+    before = _backend_pid(store)
+    store.close()
+    assert store.direct_connections.open_count() == 0
+    assert not _alive(store, before), "closed, not left to the garbage collector"
+    assert store.claim(b, "w1", "run-A", stale_after_s=60) is not None  # reconnects
+    assert _backend_pid(store) != before
 
 
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
@@ -81,12 +134,13 @@ def test_a_server_error_is_sqlalchemys_dbapi_error(store: CoordinationStore) -> 
     _, (pid,) = new_job(store, 1)
     rec = store.claim(pid, "w1", "run-A", stale_after_s=60)
     assert rec is not None
+    connection = _backend_pid(store)
     with pytest.raises(sa.exc.DBAPIError) as caught:
         store.save_progress(pid, rec.claim_token, None, 1, 0, writer="w" * 300)  # writer is VARCHAR(255)
     assert not caught.value.connection_invalidated
     assert "[SQL: UPDATE" in str(caught.value) and "w" * 300 not in str(caught.value), "parameters stay hidden"
-    store.complete(pid, rec.claim_token, success=1)  # the same connection goes on
-    assert store.direct_connections.open_count() == 1
+    store.complete(pid, rec.claim_token, success=1)
+    assert _backend_pid(store) == connection, "a statement error keeps the (idle) connection"
 
 
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)

@@ -69,7 +69,11 @@ def test_store_keeps_working_after_a_real_postgres_restart(store_url: tuple[str,
         store.complete(rec.id, rec.claim_token, cursor=[2], success=1)
         done = store.partition(rec.id)
         assert done.status == PartitionStatus.COMPLETED and done.processed_count == 2
-        assert store.claim(b, "after-restart", "run-A", stale_after_s=60) is not None
+        again = store.claim(b, "after-restart", "run-A", stale_after_s=60)
+        assert again is not None
+        # the one-statement engine's pool (the rare paths: release, refusals) recovers as well
+        store.release(b, again.claim_token)
+        assert store.partition(b).status == PartitionStatus.PENDING
         with store.engine.connect() as conn:
             assert conn.execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one() > started, "no restart"
     finally:

@@ -46,13 +46,24 @@ def test_a_query_that_acknowledged_a_batch_starts_the_count_afresh() -> None:
         clock.now += 600
 
 
-def test_many_failures_spread_out_but_in_a_row_still_give_up() -> None:
+def test_failures_in_a_row_within_the_window_of_each_other_give_up() -> None:
     clock = Clock()
     r = _restarts(clock)
     for _ in range(4):
         assert r.failed(progressed=False) is not None
         clock.now += 100
-    assert r.failed(progressed=False) is None  # five in a row over 400 s
+    assert r.failed(progressed=False) is None  # five in a row over 400 s, 100 s apart
+
+
+def test_a_quiet_stream_failing_rarely_never_gives_up() -> None:
+    """Nothing to acknowledge between failures (a table nobody writes), but a month apart: each
+    query ran longer than the window, so each failure starts the count afresh."""
+    clock = Clock()
+    r = _restarts(clock)
+    for _ in range(20):
+        assert r.failed(progressed=False) is not None
+        assert r.failures == 1
+        clock.now += 301
 
 
 def test_the_backoff_grows_without_progress_and_resets_with_it() -> None:

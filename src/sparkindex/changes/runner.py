@@ -29,7 +29,7 @@ import orjson
 
 from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.restarts import StreamRestarts
+from sparkindex.changes.restarts import BOUNDED_WINDOW_S, WINDOW_S, StreamRestarts
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.changes.source import ChangeSource, open_change_source
 from sparkindex.config.model import Pipeline
@@ -195,7 +195,12 @@ class SyncRun:
         """Run the query; one that fails (a Python worker that could not start, a lost executor)
         is started again from the acknowledged position, with backoff, until it keeps failing
         without progress (:mod:`sparkindex.changes.restarts`)."""
-        restarts = StreamRestarts(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
+        bounded = self.until_caught_up or self.until is not None
+        restarts = StreamRestarts(
+            self.pipeline.job.backoff_initial_s,
+            self.pipeline.job.backoff_max_s,
+            window_s=BOUNDED_WINDOW_S if bounded else WINDOW_S,
+        )
         attempt = 0
         try:
             while True:

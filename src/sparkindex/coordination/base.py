@@ -30,6 +30,8 @@ Fence = Mapping[str, int]
 _MYSQL_RERUN = (1213, 1205, 2006, 2013, 2003)
 #: PostgreSQL: deadlock, serialization failure, admin/crash shutdown, server starting up.
 _PG_RERUN = ("40P01", "40001", "57P01", "57P02", "57P03")
+#: how long a store call keeps rerunning, from its first attempt
+RERUN_DEADLINE_S = 120.0
 
 
 def retryable(exc: DBAPIError) -> bool:
@@ -56,6 +58,7 @@ def rerun_on_conflict(fn: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
+        started = time.monotonic()
         backoff: Backoff | None = None  # made on the first failure: the hot path builds none
         while True:
             try:
@@ -63,8 +66,10 @@ def rerun_on_conflict(fn: Callable[..., T]) -> Callable[..., T]:
             except DBAPIError as exc:
                 if not retryable(exc):
                     raise
-                if backoff is None:
-                    backoff = Backoff(initial_s=0.005, max_s=1.0, deadline_s=120.0)
+                if backoff is None:  # the deadline still counts from the call
+                    backoff = Backoff(
+                        initial_s=0.005, max_s=1.0, deadline_s=max(0.0, RERUN_DEADLINE_S - (time.monotonic() - started))
+                    )
                 if backoff.expired():
                     raise
                 time.sleep(backoff.next_delay())

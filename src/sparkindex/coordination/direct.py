@@ -11,15 +11,20 @@ the error contract: a driver error becomes the :class:`sqlalchemy.exc.DBAPIError
 would have raised, flagged ``connection_invalidated`` on a disconnect, so
 :func:`~sparkindex.coordination.base.rerun_on_conflict` reruns exactly what it reran before.
 
-Each thread keeps one connection, detached from the pool: a claimer thread runs its three
-statements back to back, and a checkout and a reset per statement were a third of the cost.
+Each thread keeps one connection of its own (a claimer thread runs its three statements back to
+back, and a pool checkout and reset per statement were a third of the cost), made by an unpooled
+autocommit engine for the store's URL: a dead one is replaced by a new connection, never by
+another pooled one that died with the same server. A connection is thrown away after any failure
+that leaves it anything but idle, when it is older than ``RECYCLE_S``, in a forked child, and by
+:meth:`DirectConnections.close` (every thread's, really closed; the store may go on afterwards).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +32,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 Processor = Callable[[Any], Any] | None
+
+log = logging.getLogger(__name__)
 
 #: like the pool's ``pool_recycle``: a connection older than this is replaced before its next use
 RECYCLE_S = 1800.0
@@ -39,39 +46,47 @@ def direct_capable(engine: Engine) -> bool:
 
 
 class DirectConnections:
-    """One detached connection per thread, made by *engine* and closed with :meth:`close`."""
+    """One connection per thread, made by *engine* (unpooled, autocommit) and closed with :meth:`close`."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._local = threading.local()
-        self._open: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._open: set[Any] = set()
         self._guard = threading.Lock()
+        self._generation = 0  # bumped by close(): connections of an earlier generation are gone
 
     def connection(self) -> Any:
-        """This thread's connection (a detached pool connection), made on first use."""
-        fairy = getattr(self._local, "fairy", None)
-        if fairy is not None and time.monotonic() - self._local.born < RECYCLE_S:
-            return fairy
-        if fairy is not None:
+        """This thread's DBAPI connection, made on first use (and after a discard or a close)."""
+        local = self._local
+        fairy = getattr(local, "fairy", None)
+        if fairy is not None and (
+            local.generation != self._generation
+            or local.pid != os.getpid()
+            or time.monotonic() - local.born >= RECYCLE_S
+        ):
             self.discard()
-        fairy = self.engine.raw_connection()
-        if not getattr(fairy.dbapi_connection, "autocommit", False):
-            fairy.close()
-            raise TypeError("direct statements need an autocommit engine (each statement its own transaction)")
-        fairy.detach()  # ours until discarded: never checked back in, never reset per statement
-        self._local.fairy, self._local.born = fairy, time.monotonic()
-        with self._guard:
-            self._open.add(fairy)
-        return fairy
+            fairy = None
+        if fairy is None:
+            fairy = self.engine.raw_connection()
+            if not getattr(fairy.dbapi_connection, "autocommit", False):
+                fairy.close()
+                raise TypeError("direct statements need an autocommit engine (each statement its own transaction)")
+            with self._guard:
+                self._open.add(fairy)
+                local.generation = self._generation
+            local.fairy, local.born, local.pid = fairy, time.monotonic(), os.getpid()
+        return fairy.dbapi_connection
 
     def discard(self) -> None:
-        """Close this thread's connection (it failed, or is due for recycling)."""
+        """Close this thread's connection (it failed, is due for recycling, or was closed)."""
         fairy = getattr(self._local, "fairy", None)
         self._local.fairy = None
-        if fairy is not None:
-            with self._guard:
-                self._open.discard(fairy)
-            fairy.invalidate()
+        if fairy is None:
+            return
+        with self._guard:
+            self._open.discard(fairy)
+        if getattr(self._local, "pid", None) == os.getpid():  # a forked child leaves its parent's alone
+            _close(fairy)
 
     def open_count(self) -> int:
         """How many threads hold a connection now."""
@@ -79,11 +94,19 @@ class DirectConnections:
             return len(self._open)
 
     def close(self) -> None:
-        """Close every thread's connection (the store is closing)."""
+        """Close every thread's connection (the store is closing); a later statement reconnects."""
         with self._guard:
-            fairies, self._open = list(self._open), weakref.WeakSet()
+            fairies, self._open = list(self._open), set()
+            self._generation += 1
         for fairy in fairies:
-            fairy.invalidate()
+            _close(fairy)
+
+
+def _close(fairy: Any) -> None:
+    try:
+        fairy.close()  # unpooled: really closed
+    except Exception as exc:  # noqa: BLE001 - closing a connection that already failed
+        log.debug("closing a direct connection: %s", exc)
 
 
 class DirectStatement:
@@ -104,15 +127,19 @@ class DirectStatement:
     def run(self, params: Mapping[str, Any]) -> tuple[int, dict[str, Any] | None]:
         """(rows matched, the first row returned as a name -> value dict, if the statement returns)."""
         full = self.compiled.construct_params(dict(params))
-        fairy = self.connections.connection()
+        conn = self.connections.connection()
         try:
-            with fairy.dbapi_connection.cursor() as cursor:
+            with conn.cursor() as cursor:
                 cursor.execute(self.sql, full)
                 rowcount = cursor.rowcount
                 row = cursor.fetchone() if self.returning else None
                 description = cursor.description
-        except self.connections.engine.dialect.loaded_dbapi.Error as exc:
-            raise self._wrapped(exc, fairy, full) from exc
+        except BaseException as exc:
+            if not _idle(conn):
+                self.connections.discard()  # mid-statement or broken: the next one connects afresh
+            if isinstance(exc, self.connections.engine.dialect.loaded_dbapi.Error):
+                raise self._wrapped(exc, conn, full) from exc
+            raise
         if row is None:
             return rowcount, None
         return rowcount, self._mapping(row, description)
@@ -128,11 +155,11 @@ class DirectStatement:
         values = [v if p is None else p(v) for p, v in zip(self._processors, row, strict=True)]
         return dict(zip(self._names, values, strict=True))
 
-    def _wrapped(self, exc: Any, fairy: Any, params: Mapping[str, Any]) -> sa.exc.StatementError:
+    def _wrapped(self, exc: Any, conn: Any, params: Mapping[str, Any]) -> sa.exc.StatementError:
         dialect = self.connections.engine.dialect
-        disconnect = bool(dialect.is_disconnect(exc, fairy.dbapi_connection, None))
-        if disconnect or fairy.dbapi_connection.closed:
-            self.connections.discard()  # the next statement on this thread connects afresh
+        disconnect = bool(dialect.is_disconnect(exc, conn, None)) or bool(conn.closed)
+        if disconnect:
+            self.connections.discard()
         wrapped: sa.exc.StatementError = sa.exc.DBAPIError.instance(
             self.sql,
             params,
@@ -143,3 +170,13 @@ class DirectStatement:
             connection_invalidated=disconnect,
         )
         return wrapped
+
+
+def _idle(conn: Any) -> bool:
+    """Whether the connection is open, with no statement running and no transaction left over."""
+    try:
+        import psycopg
+
+        return not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    except Exception:  # noqa: BLE001 - a connection that cannot even say is not idle
+        return False

@@ -20,10 +20,11 @@ from sparkindex.coordination.tables import SCHEMA_VERSION, Tables
 from sparkindex.errors import ConfigError, PermanentError
 
 
-def make_engine(url: str, *, autocommit: bool = False) -> Engine:
+def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> Engine:
     """The store's engine. *autocommit*: for one-statement writes on a server, each statement its
     own transaction, without the BEGIN and COMMIT round trips (ignored for SQLite, whose writes
-    need BEGIN IMMEDIATE)."""
+    need BEGIN IMMEDIATE). *pooled* False: every checkout is a new connection and every close
+    really closes it (for connections their user keeps: :mod:`coordination.direct`)."""
     if url.startswith("sqlite"):
         engine = sa.create_engine(url, connect_args={"timeout": 60}, poolclass=sa.pool.NullPool)
 
@@ -56,9 +57,11 @@ def make_engine(url: str, *, autocommit: bool = False) -> Engine:
     # A bounded connect: an unreachable server fails fast enough for the lock keeper to retry
     # (and, after its TTL, to report the lock lost) instead of hanging in a TCP handshake.
     options: dict[str, Any] = {"isolation_level": "AUTOCOMMIT"} if autocommit else {}
-    return sa.create_engine(
-        url, pool_size=16, max_overflow=16, pool_recycle=1800, connect_args={"connect_timeout": 10}, **options
-    )
+    if pooled:
+        options.update(pool_size=16, max_overflow=16, pool_recycle=1800)
+    else:
+        options.update(poolclass=sa.pool.NullPool)
+    return sa.create_engine(url, connect_args={"connect_timeout": 10}, **options)
 
 
 def _v2_partition_writer(conn: sa.Connection, tables: Tables) -> None:

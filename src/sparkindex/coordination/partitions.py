@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 
 from sparkindex.coordination.base import Fence, StoreBase, rerun_on_conflict
 from sparkindex.coordination.direct import DirectConnections, DirectStatement, direct_capable
+from sparkindex.coordination.engine import make_engine
 from sparkindex.coordination.records import PartitionRecord, PartitionSpec
 from sparkindex.coordination.states import CLAIM_SOURCES, JobStatus, PartitionStatus, check_partition
 from sparkindex.coordination.tables import Tables, Time
@@ -51,8 +52,12 @@ class PartitionRows(StoreBase):
         self._complete_stmt = self._build_progress(P.COMPLETED)
         # PostgreSQL: the same statements, run on psycopg's cursor (coordination.direct says why)
         self._direct: dict[int, DirectStatement] = {}
-        self.direct_connections = DirectConnections(self.single)
-        if self.single is not engine and direct_capable(self.single):
+        capable = self.single is not engine and direct_capable(self.single)
+        url = self.single.url.render_as_string(hide_password=False)
+        self.direct_connections = DirectConnections(
+            make_engine(url, autocommit=True, pooled=False) if capable else self.single
+        )
+        if capable:
             for stmt in (self._claim_stmt, self._claim_free_stmt, self._progress_stmt, self._complete_stmt):
                 self._direct[id(stmt)] = DirectStatement(self.direct_connections, stmt)
 

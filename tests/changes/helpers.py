@@ -117,16 +117,17 @@ def make_pg_shop(
     return shop
 
 
-def make_shop(kind: str, directory: Path, services: dict[str, str], products: int = 200) -> Shop:
-    """The shop on PostgreSQL (slot, REPLICA IDENTITY FULL on reviews) or MariaDB (binlog)."""
+def make_shop(kind: str, directory: Path, services: dict[str, str], products: int = 200, extra: str = "") -> Shop:
+    """The shop on PostgreSQL (slot, REPLICA IDENTITY FULL on reviews) or MariaDB (binlog);
+    *extra*: more of the pipeline's ``sync:`` section."""
     if kind == "postgres":
-        return make_pg_shop(directory, services["postgres"], products)
+        return make_pg_shop(directory, services["postgres"], products, extra)
     directory.mkdir(parents=True, exist_ok=True)
     generate_shop(directory / "shop.db", products)
     url = fresh_database(services["mysql"], f"chg_{uuid.uuid4().hex[:10]}")
     copy_shop(directory / "shop.db", normalize_url(url))
     slot = f"t{uuid.uuid4().hex[:8]}"
-    return Shop(directory, url, write_pipeline(directory, url, slot), slot)
+    return Shop(directory, url, write_pipeline(directory, url, slot, extra), slot)
 
 
 def drop_shop(kind: str, shop: Shop, services: dict[str, str]) -> None:

@@ -24,13 +24,15 @@ from sparkindex.jobs.verify import verify_alias
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from tests.changes.helpers import HOSTILE
+from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
+from tests.support.osmem import OsmemCluster
 
 pytestmark = pytest.mark.slow
 
 T0 = "2026-01-01 00:00:00"
 
 
-def _shop(directory: Path, changes: str) -> tuple[Pipeline, Path]:
+def _shop(directory: Path, changes: str, target: str | None = None) -> tuple[Pipeline, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     db = directory / "shop.db"
     generate_shop(db, 150)
@@ -42,6 +44,9 @@ def _shop(directory: Path, changes: str) -> tuple[Pipeline, Path]:
     conn.close()
     text = PIPELINE_YAML.format(partition_size=50).replace("master: local[*,4]", "master: local[2,4]")
     text = text.replace("    complexity: 3.0\n", f"    complexity: 3.0\n    changes: {changes}\n")
+    if target is not None:  # reviews as join children, in a search engine
+        text = text.replace("url: tantivy://index", f"url: {target}")
+        text = text.replace("name: reviews\n        type: nested", "name: review\n        type: join")
     (directory / "pipeline.yaml").write_text(text + "sync:\n  trigger_s: 0.2\n", encoding="utf-8")
     return load_pipeline(directory / "pipeline.yaml"), db
 
@@ -103,6 +108,35 @@ def test_polling_with_key_diff(tmp_path: Path, spark: Any) -> None:
     assert _doc(pipeline, "3")["name"] == HOSTILE[0]  # type: ignore[index]
     assert _doc(pipeline, "6")["name"] == HOSTILE[3]  # type: ignore[index]
     assert _doc(pipeline, "9")["category"]["name"] == HOSTILE[1]  # type: ignore[index]
+
+
+def test_the_key_diff_deletes_the_join_children_of_a_gone_parent(
+    tmp_path: Path, spark: Any, osmem_cluster: OsmemCluster
+) -> None:
+    """Polling sees no deletes: the key diff finds the product gone, and its reviews (join
+    children, on osmem-server, a TEST DOUBLE) go with it; their rows went too, unseen."""
+    pipeline, db = _shop(
+        tmp_path / "shop",
+        "{column: updated_at, overlap_s: 600, key_diff_every_s: 3600, key_diff_range_docs: 40}",
+        osmem_cluster.opensearch_url,
+    )
+    assert ReindexJob(pipeline, None, new=True, spark_factory=lambda: spark).run().status == "COMPLETED"
+    _run(pipeline, spark)
+    conn = sqlite3.connect(db)
+    [(product,)] = conn.execute("SELECT product_id FROM reviews ORDER BY id LIMIT 1 OFFSET 30").fetchall()
+    reviews = [r for (r,) in conn.execute("SELECT id FROM reviews WHERE product_id = ?", (product,))]
+    conn.close()
+    target = open_target(pipeline.target.url, pipeline.base_dir)
+    held = {d for d, _ in target.scan_hashes("products", ids=[f"review:{r}" for r in reviews])}
+    assert held == {f"review:{r}" for r in reviews} and reviews
+    _sql(
+        db, ("DELETE FROM reviews WHERE product_id = ?", (product,)), ("DELETE FROM products WHERE id = ?", (product,))
+    )
+    summary = _run(pipeline, spark)
+    assert summary.deleted == 1 + len(reviews)
+    assert not list(target.scan_hashes("products", ids=[str(product), *(f"review:{r}" for r in reviews)]))
+    report = _verify(pipeline)
+    assert report.clean, report.to_dict()
 
 
 def test_polling_deletes_from_a_tombstone_table(tmp_path: Path, spark: Any) -> None:

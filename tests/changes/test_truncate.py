@@ -5,12 +5,16 @@ truncated root table deletes every document, except rows written after the trunc
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sparkindex.changes.model import Change
+from sparkindex.changes.ranges import spread_truncates
+from sparkindex.spark.stream import ChangeStreamReader
 from tests.changes.helpers import HOSTILE, KINDS, Shop, drop_shop, make_shop
 
 pytestmark = pytest.mark.slow
@@ -21,11 +25,27 @@ def kind_shop(
     request: pytest.FixtureRequest, tmp_path: Path, services: dict[str, str], spark: Any
 ) -> Iterator[tuple[str, Shop]]:
     kind = str(request.param)
-    shop = make_shop(kind, tmp_path / "shop", services, products=120)
+    # four ranges of about 30 documents: the rebuild runs as several Spark tasks
+    shop = make_shop(kind, tmp_path / "shop", services, products=120, extra="  truncate_range_docs: 30\n")
     shop.reindex(spark)
     shop.sync(spark)  # the slot or binlog position: changes from now on are captured
     yield kind, shop
     drop_shop(kind, shop, services)
+
+
+def test_a_truncate_is_spread_over_sort_key_ranges_that_tile_the_index(kind_shop: tuple[str, Shop]) -> None:
+    _, shop = kind_shop
+    spread = spread_truncates(shop.pipeline, [Change("reviews", "truncate", 7), Change("products", "update", 8)])
+    assert spread[0] == Change("products", "update", 8)
+    ranges = [c.old or {} for c in spread[1:]]
+    assert all(c.op == "truncate" and c.table == "reviews" and c.position == 7 for c in spread[1:])
+    assert {r["alias"] for r in ranges} == {"products"}
+    assert len(ranges) >= 3, ranges
+    edges = [(r["lo"], r["hi"]) for r in ranges]
+    assert edges[0][0] is None and edges[-1][1] is None
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(edges)), "contiguous"
+    reader = ChangeStreamReader("", {"tables": [{"name": "reviews", "link_columns": ["product_id"]}]}, {})
+    assert len(reader._by_row(spread)) == 1 + len(ranges), "each range a task of its own"
 
 
 def _no_foreign_keys(kind: str) -> tuple[str, ...]:

@@ -48,6 +48,8 @@ class BulkRecord:
     path: str
     ids: list[str]
     gzip: bool
+    #: (op, id, routing) of each item forwarded, in order
+    actions: list[tuple[str, str, str | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -163,9 +165,9 @@ def _handler_class(proxy: HttpProxy) -> type[BaseHTTPRequestHandler]:
                         headers[key] = _COMPAT.sub(lambda m: f"application/{m[1]}", headers[key])
             rejected: list[tuple[int, str, str, int]] = []
             if self.path.split("?")[0].endswith("/_bulk"):
-                body, rejected, ids = _take_rejected(body, proxy)
+                body, rejected, actions = _take_rejected(body, proxy)
                 with proxy.state.lock:
-                    proxy.state.bulks.append(BulkRecord(self.path, ids, zipped))
+                    proxy.state.bulks.append(BulkRecord(self.path, [a[1] for a in actions], zipped, actions))
             if rejected and not body:  # every item rejected: nothing to forward
                 status, out_headers, data = 200, {}, b""
             else:
@@ -209,12 +211,15 @@ def _handler_class(proxy: HttpProxy) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _take_rejected(body: bytes, proxy: HttpProxy) -> tuple[bytes, list[tuple[int, str, str, int]], list[str]]:
-    """Split a bulk body into what is forwarded and the items rejected here (position, op, id, status)."""
+def _take_rejected(
+    body: bytes, proxy: HttpProxy
+) -> tuple[bytes, list[tuple[int, str, str, int]], list[tuple[str, str, str | None]]]:
+    """Split a bulk body into what is forwarded and the items rejected here (position, op, id,
+    status); the forwarded items' (op, id, routing)."""
     lines = body.split(b"\n")
     kept: list[bytes] = []
     rejected: list[tuple[int, str, str, int]] = []
-    ids: list[str] = []
+    ids: list[tuple[str, str, str | None]] = []
     i = pos = 0
     while i < len(lines):
         if not lines[i].strip():
@@ -230,7 +235,8 @@ def _take_rejected(body: bytes, proxy: HttpProxy) -> tuple[bytes, list[tuple[int
             status = statuses.pop(0) if statuses else None
         if status is None:
             kept.extend(span)
-            ids.append(doc_id)
+            routing = action[op].get("routing", action[op].get("_routing"))
+            ids.append((op, doc_id, None if routing is None else str(routing)))
         else:
             rejected.append((pos, op, doc_id, status))
         pos += 1

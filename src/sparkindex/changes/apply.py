@@ -12,8 +12,8 @@ A TRUNCATE of any table of the relation tree says that rows went without saying 
 document the index holds is rebuilt by its key at the truncate's position, so those whose root
 row is gone are deleted and the others lose what they held of the truncated table. A key diff's
 range (polling without tombstones) is checked the same way, for documents whose root row is gone.
-Join children (documents of their own, routed to their parent) are not removed by either: a
-truncated join table's children stay until a reindex, and a warning says so.
+Join children (documents of their own, routed to their parent) that are gone or moved are deleted
+first (:mod:`sparkindex.changes.join_removals`): a rebuild only writes the children there are.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sparkindex.changes.fanout import FanOut
+from sparkindex.changes.join_removals import child_deletes, removed_children
 from sparkindex.changes.model import Change
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
@@ -88,47 +89,51 @@ class Applier:
         source or target failed in a way a retry may fix (the batch is redone as a whole)."""
         counts = Counts()
         tables = set(consumer.fanout.tables())
-        truncated = [c for c in changes if c.op == "truncate" and c.table in tables]
+        truncated = [
+            c
+            for c in changes
+            if c.op == "truncate" and c.table in tables and (c.old or {}).get("alias", consumer.alias) == consumer.alias
+        ]
         rechecks = [c for c in changes if c.op == "recheck" and (c.old or {}).get("alias") == consumer.alias]
         roots = consumer.fanout.root_keys([c for c in changes if c.op in ("insert", "update", "delete")])
         if roots.deferred:
             self._defer(consumer, roots.deferred)
             counts.deferred += len(roots.deferred)
-        if truncated:
-            position = self._truncated(consumer, index, truncated)
-            every = ((k, max(position, roots.keys.pop(k, -1))) for k in _indexed_keys(self.target, index, consumer))
+        plan = consumer.fanout.plan
+        # children gone or moved go first: the rebuilds below write the copies that stay
+        counts.add(self._write_all(consumer.alias, index, removed_children(plan, changes)))
+        for change in truncated:  # each one range of the index (ranges.spread_truncates), or all of it
+            bounds = _bounds(change)
+            joined = {r.name for r in plan.joins if r.table.name == change.table}
+            deletes = child_deletes(self.target, index, plan, joined, change.position, key_range=bounds)
+            counts.add(self._write_all(consumer.alias, index, deletes))
+            every = (
+                (k, max(change.position, roots.keys.pop(k, -1)))
+                for k in _indexed_keys(self.target, index, consumer, bounds)
+            )
             counts.add(self._rebuild_chunks(consumer, index, every))
         for change in rechecks:
-            counts.add(self._rebuild_chunks(consumer, index, self._gone(consumer, index, change)))
+            gone = list(self._gone(consumer, index, change))
+            if gone and plan.joins:  # their children's rows went unseen too (polling sees no deletes)
+                relations = [r.name for r in plan.joins]
+                orphans = child_deletes(self.target, index, plan, relations, change.position, [k for k, _ in gone])
+                counts.add(self._write_all(consumer.alias, index, orphans))
+            counts.add(self._rebuild_chunks(consumer, index, gone))
         counts.add(self._rebuild_chunks(consumer, index, roots.keys.items()))
         return counts
 
-    def _truncated(self, consumer: Consumer, index: str, truncated: list[Change]) -> int:
-        """Say what a truncate does to *index*; the newest truncate's position, at which every
-        document it holds is rebuilt (unless a later change in the batch touched it)."""
-        log.warning(
-            "%s: table(s) %s truncated: rebuilding every document of %s by key",
-            consumer.alias,
-            ", ".join(sorted({repr(c.table) for c in truncated})),
-            index,
-        )
-        joined = {r.table.name for r in consumer.fanout.plan.joins} & {c.table for c in truncated}
-        if joined:
-            log.warning(
-                "%s: the join children of truncated table(s) %s stay in %s until a reindex",
-                consumer.alias,
-                ", ".join(sorted(joined)),
-                index,
-            )
-        return max(c.position for c in truncated)
+    def _write_all(self, alias: str, index: str, items: list[BulkItem]) -> Counts:
+        counts = Counts()
+        for i in range(0, len(items), self.batch_size):
+            counts.add(self.write(alias, index, items[i : i + self.batch_size]))
+        return counts
 
     def _gone(self, consumer: Consumer, index: str, change: Change) -> Iterator[tuple[Key, int]]:
         """A key diff's range: the root keys of the documents of *index* in it whose row is gone,
         at the change's position (rebuilt by key, they become deletes; a row written again later
         wins)."""
-        bounds = change.old or {}
         lookup = SourceLookup(consumer.fanout.source, consumer.fanout.plan)
-        keys = _indexed_keys(self.target, index, consumer, (bounds.get("lo"), bounds.get("hi")))
+        keys = _indexed_keys(self.target, index, consumer, _bounds(change))
         while chunk := list(itertools.islice(keys, KEYS_PER_BUILD)):
             present = lookup.existing_roots(chunk)
             yield from ((k, change.position) for k in chunk if document_id(k) not in present)
@@ -143,9 +148,8 @@ class Applier:
     def rebuild(self, consumer: Consumer, index: str, keys: dict[Key, int]) -> Counts:
         """Rebuild the documents of *keys* (root key -> position) and write them."""
         items, failed = self.build(consumer, keys)
-        counts = Counts(failed=failed)
-        for i in range(0, len(items), self.batch_size):
-            counts.add(self.write(consumer.alias, index, items[i : i + self.batch_size]))
+        counts = self._write_all(consumer.alias, index, items)
+        counts.failed += failed
         return counts
 
     def build(self, consumer: Consumer, keys: dict[Key, int]) -> tuple[list[BulkItem], int]:
@@ -244,3 +248,10 @@ def _indexed_keys(
         key = parse_key(plan.table, plan.id_columns, doc_id)
         if key is not None:
             yield key
+
+
+def _bounds(change: Change) -> tuple[str | None, str | None] | None:
+    """The sort-key range a recheck or a spread truncate covers (None: the whole index)."""
+    if not change.old or "alias" not in change.old:
+        return None
+    return change.old.get("lo"), change.old.get("hi")

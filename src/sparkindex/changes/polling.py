@@ -164,25 +164,13 @@ class PollingChangeSource(ChangeSource):
         if self.config.tombstones is not None or self.probing or time.monotonic() < self._next_diff:
             return []
         self._next_diff = time.monotonic() + self.config.key_diff_every_s
-        from sparkindex.jobs.verify import index_tasks
-        from sparkindex.targets.registry import open_target
+        from sparkindex.changes.ranges import index_ranges
 
-        target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
-        out: list[Change] = []
-        try:
-            for idx in self.pipeline.indexes:
-                index = target.alias_target(idx.alias)
-                if index is None:
-                    continue
-                parts = max(1, -(-target.count(index) // self.config.key_diff_range_docs))
-                notes: list[str] = []
-                for task in index_tasks(target, idx.alias, index, parts, notes):
-                    out.append(recheck(idx.table, idx.alias, task.lo, task.hi, after + 1))
-                for note in notes:
-                    log.info("key diff of %s: %s", idx.alias, note)
-        finally:
-            target.close()
-        return out
+        per_range = self.config.key_diff_range_docs
+        return [
+            recheck(idx.table, idx.alias, lo, hi, after + 1)
+            for idx, lo, hi in index_ranges(self.pipeline, lambda _idx: per_range)
+        ]
 
     def lag(self, offset: Mapping[str, Any]) -> Lag:
         head = self.position(self.head())

@@ -247,6 +247,8 @@ class SyncConfig(_Strict):
     #: where consumer offsets live: the coordination store, or an index of the target (the
     #: index-based-offsets seed: checkpoint and processed-event documents, OpenSearch/Elasticsearch)
     offsets: Literal["store", "target"] = "store"
+    #: documents per Spark task when a TRUNCATE rebuilds every document of an index
+    truncate_range_docs: int = Field(default=50_000, gt=0)
     offsets_index: str = Field(default="sparkindex-offsets", pattern=r"^[a-z0-9][a-z0-9_\-]*$", max_length=200)
     offsets_retention_days: float = Field(default=7.0, gt=0, description="processed-event documents kept")
     offsets_cache: int = Field(default=10_000, gt=0, description="checkpoints a sync remembers writing")

@@ -26,6 +26,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkindex.changes.model import STREAM_DDL, Batch, Change, end_row
+from sparkindex.changes.ranges import spread_truncates
+from sparkindex.config.model import Pipeline
 from sparkindex.errors import TransientError
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,9 @@ class ChangeStreamReader(DataSourceStreamReader):
         self._source: Any = None
         self._stash: dict[str, Batch] = {}
 
+    def _pipeline(self) -> Pipeline:
+        return Pipeline.from_wire(orjson.loads(self.wire))
+
     def _changes(self) -> Any:
         if self._source is None:
             from sparkindex.changes.session import change_source_for
@@ -110,18 +115,19 @@ class ChangeStreamReader(DataSourceStreamReader):
         if batch is None:  # planned by an earlier reader process: read the same range again
             batch = self._changes().read(start, 1 << 30, end)
         closing = end_row(end, self._changes().position(end), batch.ts)
-        chunks = self._by_row(batch.changes)
+        chunks = self._by_row(spread_truncates(self._pipeline(), batch.changes))
         chunks[0] = [closing, *chunks[0]]
         return [ChangePartition(chunk) for chunk in chunks]
 
     def _by_row(self, changes: list[Change]) -> list[list[tuple[Any, ...]]]:
         """Changes split into tasks by the row they touch (its key or link columns), so that all
         changes of a row meet in one task and its documents are rebuilt once per batch."""
-        rechecks = [[c.to_row()] for c in changes if c.op == "recheck"]  # a key diff's range: a task each
-        changes = [c for c in changes if c.op != "recheck"]
+        # a key diff's range and a truncate's: a task each
+        ranged = [[c.to_row()] for c in changes if c.op == "recheck" or (c.op == "truncate" and c.old)]
+        changes = [c for c in changes if not (c.op == "recheck" or (c.op == "truncate" and c.old))]
         n = max(1, -(-len(changes) // CHANGES_PER_TASK))
         if n == 1:
-            return [[c.to_row() for c in changes], *rechecks]
+            return [[c.to_row() for c in changes], *ranged]
         links = {t["name"]: list(t["link_columns"]) for t in self.spec["tables"]}
         chunks: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
         for c in changes:
@@ -129,7 +135,7 @@ class ChangeStreamReader(DataSourceStreamReader):
             # link values alone: a product and its reviews (product_id) land in the same task
             key = orjson.dumps([image.get(col) for col in links.get(c.table, ())], default=str)
             chunks[zlib.crc32(key) % n].append(c.to_row())
-        return [*chunks, *rechecks]
+        return [*chunks, *ranged]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, ChangePartition)

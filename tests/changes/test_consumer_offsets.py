@@ -45,13 +45,13 @@ def positions(
         store = CoordinationStore(url, f"o{abs(hash(str(tmp_path))) % 10**6}_")
         pipeline = _pipeline(tmp_path, "tantivy://index", "store")
         pipeline.coordination.prefix = store.t.partition.name.removesuffix("si_partition")
-        yield open_consumer_offsets(pipeline, store.engine, open_target("tantivy://index", tmp_path, {}))
+        yield open_consumer_offsets(pipeline, store.engine, lambda: open_target("tantivy://index", tmp_path, {}))
         store.close()
         return
     url = engine_url(kind, request, osmem_cluster)
     target = open_target(url, tmp_path, {})
     store = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
-    offsets = open_consumer_offsets(_pipeline(tmp_path, url, "target"), store.engine, target)
+    offsets = open_consumer_offsets(_pipeline(tmp_path, url, "target"), store.engine, lambda: target)
     assert isinstance(offsets, IndexOffsets)
     yield offsets
     target.close()
@@ -93,7 +93,9 @@ def test_forget_a_group_or_some_of_its_aliases(positions: ConsumerOffsets) -> No
 def _other_process(positions: ConsumerOffsets) -> IndexOffsets:
     """The same index, read by a process that wrote nothing (a sync restarted after a crash)."""
     assert isinstance(positions, IndexOffsets)
-    return IndexOffsets(positions.api, positions.index, positions.retention_s, positions.cache_size)
+    return IndexOffsets(
+        positions.api, positions.index, positions.namespace, positions.retention_s, positions.cache_size
+    )
 
 
 def test_a_lost_checkpoint_is_recovered_from_its_processed_event(positions: ConsumerOffsets) -> None:
@@ -102,18 +104,18 @@ def test_a_lost_checkpoint_is_recovered_from_its_processed_event(positions: Cons
     positions.save("g1", {"products": (10, {"lsn": "0/A"}, "v1")}, counts={"products": (4, 0)})
     positions.save("g1", {"products": (20, {"lsn": "0/14"}, "v1")}, counts={"products": (2, 0)})
     # the crash between the two writes of the second save: its checkpoint never reached the index
-    positions.api.call(
-        "PUT", f"/{positions.index}/_doc/{checkpoint_id('g1', 'products')}", "planting the older checkpoint", _stale()
-    )
+    path = f"/{positions.index}/_doc/{checkpoint_id(positions.namespace, 'g1', 'products')}"
+    positions.api.call("PUT", path, "planting the older checkpoint", _stale(positions.namespace))
     positions.api.call("POST", f"/{positions.index}/_refresh", "refreshing")
     restarted = _other_process(positions)
     got = restarted.offsets("g1")["products"]
     assert (got.position, got.offset) == (20, {"lsn": "0/14"}), "resume after the acknowledged batch, not before it"
 
 
-def _stale() -> dict[str, Any]:
+def _stale(namespace: str) -> dict[str, Any]:
     return {
         "doc_type": "checkpoint",
+        "namespace": namespace,
         "consumer_group": "g1",
         "source_index": "products",
         "position": 10,
@@ -138,6 +140,24 @@ def test_processed_events_past_their_retention_are_deleted_and_checkpoints_stay(
     assert _other_process(positions).offsets("g1")["products"].position == 30
 
 
+def test_pipelines_sharing_the_offsets_index_never_see_each_others_groups(positions: ConsumerOffsets) -> None:
+    """Two pipelines, one cluster, the same index and group name: each reads, forgets and prunes
+    only its own (a foreign offset would hold a PostgreSQL slot back, or be forgotten)."""
+    if not isinstance(positions, IndexOffsets):
+        pytest.skip("each pipeline has a store of its own")
+    other = IndexOffsets(positions.api, positions.index, "other-pipeline", positions.retention_s, 10)
+    positions.save("default", {"products": (10, {"lsn": "0/A"}, "p_v1")})
+    other.save("default", {"orders": (99, {"gtid": "0-1-99"}, "o_v1"), "products": (5, {}, "x_v1")})
+    assert {a: o.position for a, o in positions.offsets("default").items()} == {"products": 10}
+    assert {a: o.position for a, o in other.offsets("default").items()} == {"orders": 99, "products": 5}
+    assert [o.position for o in positions.groups_of("products")] == [10]
+    positions.forget("default")
+    assert positions.offsets("default") == {}
+    assert set(other.offsets("default")) == {"orders", "products"}
+    assert positions.prune(time.time() + positions.retention_s + 60) == 0  # the other's events are not ours
+    assert _count(positions, "processed_event") == 2
+
+
 def _count(positions: IndexOffsets, doc_type: str) -> int:
     body = {"query": {"term": {"doc_type": doc_type}}}
     return int(positions.api.call("POST", f"/{positions.index}/_count", "counting", body)["count"])
@@ -148,7 +168,7 @@ def test_tantivy_keeps_no_offsets_index(tmp_path: Path) -> None:
     store = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
     try:
         with pytest.raises(ConfigError, match=r"sync\.offsets: target: TantivyTarget cannot keep consumer offsets"):
-            open_consumer_offsets(pipeline, store.engine, open_target("tantivy://index", tmp_path, {}))
+            open_consumer_offsets(pipeline, store.engine, lambda: open_target("tantivy://index", tmp_path, {}))
     finally:
         store.close()
 
@@ -166,9 +186,9 @@ def test_the_offsets_index_may_not_be_an_alias(tmp_path: Path) -> None:
 def test_store_offsets_stay_in_the_store(tmp_path: Path) -> None:
     store = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
     try:
-        got = open_consumer_offsets(
-            _pipeline(tmp_path, "tantivy://index", "store"), store.engine, open_target("tantivy://index", tmp_path, {})
-        )
-        assert isinstance(got, OffsetStore)
+        opened: list[str] = []
+        pipeline = _pipeline(tmp_path, "tantivy://index", "store")
+        got = open_consumer_offsets(pipeline, store.engine, lambda: opened.append("target"))  # type: ignore[arg-type,return-value]
+        assert isinstance(got, OffsetStore) and opened == [], "no target opened for offsets: store"
     finally:
         store.close()

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
+from sparkindex.config.model import normalize_url
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop
 from tests.support.http_proxy import HttpProxy
 from tests.support.osmem import *  # noqa: F403 (the osmem, osmem_cluster and fault_proxy fixtures)
@@ -24,7 +26,13 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 @pytest.fixture
 def shop(tmp_path: Path, services: dict[str, str], spark: Any, fault_proxy: HttpProxy) -> Iterator[Shop]:
-    shop = make_pg_shop(tmp_path / "shop", services["postgres"], products=60, target=opensearch_url(fault_proxy))
+    shop = make_pg_shop(
+        tmp_path / "shop",
+        services["postgres"],
+        products=60,
+        extra="  truncate_range_docs: 20\n",  # a truncate's rebuild over a dozen tasks, families cut
+        target=opensearch_url(fault_proxy),
+    )
     path = shop.directory / "pipeline.yaml"
     text = path.read_text(encoding="utf-8")
     joined = text.replace("name: reviews\n        type: nested", "name: review\n        type: join")
@@ -87,3 +95,24 @@ def test_a_truncated_join_table_takes_its_children_and_leaves_the_parents(shop: 
     report = shop.verify()
     assert report.clean, report.to_dict()
     assert report.index_docs == int(shop.scalar("SELECT count(*) FROM products"))
+
+
+def test_a_reload_truncate_and_reinsert_in_one_transaction_keeps_the_reinserted_children(
+    shop: Shop, spark: Any
+) -> None:
+    """TRUNCATE then INSERT in one transaction: the deletes and the rewrites share its commit's
+    position (one external version), spread over range tasks and insert tasks."""
+    engine = sa.create_engine(normalize_url(shop.url))
+    with engine.connect() as conn:
+        kept = [dict(r._mapping) for r in conn.execute(sa.text("SELECT * FROM reviews ORDER BY id LIMIT 15"))]
+    with engine.begin() as conn:
+        conn.execute(sa.text("TRUNCATE reviews"))
+        conn.execute(sa.table("reviews", *(sa.column(c) for c in kept[0])).insert(), kept)
+    engine.dispose()
+    shop.sync(spark)
+    for row in kept:
+        child = shop.document(f"review:{row['id']}") or {}
+        assert child.get("join") == {"name": "review", "parent": str(row["product_id"])}, row["id"]
+    report = shop.verify()
+    assert report.clean, report.to_dict()
+    assert report.index_docs == int(shop.scalar("SELECT count(*) FROM products")) + len(kept)

@@ -70,7 +70,7 @@ def _index_offsets(shop: Shop) -> IndexOffsets:
     p = shop.pipeline
     store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
     target = open_target(p.target.url, p.base_dir, p.target.options)
-    offsets = open_consumer_offsets(p, store.engine, target)
+    offsets = open_consumer_offsets(p, store.engine, lambda: target)
     store.close()
     assert isinstance(offsets, IndexOffsets)
     return offsets
@@ -111,7 +111,9 @@ def test_a_sync_whose_checkpoint_was_lost_loses_no_change(offsets_shop: Shop, sp
     shop.sync(spark)
     offsets = _index_offsets(shop)
     # the crash between a batch's processed event and its checkpoint, the first time round
-    offsets.api.call("DELETE", f"/{offsets.index}/_doc/{checkpoint_id('default', 'products')}", "dropping")
+    offsets.api.call(
+        "DELETE", f"/{offsets.index}/_doc/{checkpoint_id(offsets.namespace, 'default', 'products')}", "dropping"
+    )
     offsets.api.call("POST", f"/{offsets.index}/_refresh", "refreshing")
     shop.sql("UPDATE products SET name = :n WHERE id = 4", params={"n": HOSTILE[3]})
     resumed = shop.sync(spark)

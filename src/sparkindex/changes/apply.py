@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.join_removals import child_deletes, removed_children
+from sparkindex.changes.join_removals import child_deletes, current_parents, removed_children
 from sparkindex.changes.model import Change
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
@@ -101,12 +101,16 @@ class Applier:
             counts.deferred += len(roots.deferred)
         plan = consumer.fanout.plan
         # children gone or moved go first: the rebuilds below write the copies that stay
-        counts.add(self._write_all(consumer.alias, index, removed_children(plan, changes)))
+        # (deferred relations' changes wait for their refresh, removals included)
+        deferred = {id(c) for c in roots.deferred}
+        removed = removed_children(plan, [c for c in changes if id(c) not in deferred])
+        newest = max((c.position for c in changes), default=0)
+        counts.add(self._remove_children(consumer, index, removed, roots.keys, newest))
         for change in truncated:  # each one range of the index (ranges.spread_truncates), or all of it
             bounds = _bounds(change)
             joined = {r.name for r in plan.joins if r.table.name == change.table}
             deletes = child_deletes(self.target, index, plan, joined, change.position, key_range=bounds)
-            counts.add(self._write_all(consumer.alias, index, deletes))
+            counts.add(self._remove_children(consumer, index, deletes, roots.keys, change.position))
             every = (
                 (k, max(change.position, roots.keys.pop(k, -1)))
                 for k in _indexed_keys(self.target, index, consumer, bounds)
@@ -120,6 +124,18 @@ class Applier:
                 counts.add(self._write_all(consumer.alias, index, orphans))
             counts.add(self._rebuild_chunks(consumer, index, gone))
         counts.add(self._rebuild_chunks(consumer, index, roots.keys.items()))
+        return counts
+
+    def _remove_children(
+        self, consumer: Consumer, index: str, deletes: list[BulkItem], keys: dict[Key, int], position: int
+    ) -> Counts:
+        """Delete old copies of join children, then make sure this task rebuilds the parent each
+        child's row has now (if it still has a row): the task's last write of a child is then its
+        current copy, whatever another task wrote at the same version (join_removals says why)."""
+        counts = self._write_all(consumer.alias, index, deletes)
+        if deletes:
+            for parent in current_parents(consumer.fanout.plan, consumer.fanout.source, [i.id for i in deletes]):
+                keys[parent] = max(keys.get(parent, -1), position)
         return counts
 
     def _write_all(self, alias: str, index: str, items: list[BulkItem]) -> Counts:

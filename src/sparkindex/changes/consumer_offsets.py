@@ -8,6 +8,9 @@ refuses when it has no indexes to spare (Tantivy), naming the setting.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
+
 from sqlalchemy.engine import Engine
 
 from sparkindex.config.model import Pipeline
@@ -16,11 +19,24 @@ from sparkindex.errors import ConfigError
 from sparkindex.targets.base import Target
 
 
-def open_consumer_offsets(pipeline: Pipeline, store_engine: Engine, target: Target) -> ConsumerOffsets:
+def offsets_namespace(pipeline: Pipeline) -> str:
+    """Whose offsets these are, in an offsets index several pipelines may share: the pipeline's
+    coordination store and prefix (what kept their offsets apart in the store), hashed (the URL
+    may hold a password), unless ``sync.offsets_namespace`` names it."""
+    if pipeline.sync.offsets_namespace:
+        return pipeline.sync.offsets_namespace
+    identity = f"{pipeline.coordination_url()}|{pipeline.coordination.prefix}"
+    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+
+
+def open_consumer_offsets(pipeline: Pipeline, store_engine: Engine, target: Callable[[], Target]) -> ConsumerOffsets:
+    """*target* is called only for ``sync.offsets: target``."""
     sync = pipeline.sync
     if sync.offsets == "store":
         return OffsetStore(store_engine, pipeline.coordination.prefix)
     try:
-        return target.consumer_offsets(sync.offsets_index, sync.offsets_retention_days * 86400.0, sync.offsets_cache)
+        return target().consumer_offsets(
+            sync.offsets_index, offsets_namespace(pipeline), sync.offsets_retention_days * 86400.0, sync.offsets_cache
+        )
     except ConfigError as exc:
         raise ConfigError(f"{pipeline.origin}: {exc}") from None

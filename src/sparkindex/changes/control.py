@@ -49,5 +49,9 @@ def drop_consumer(pipeline: Pipeline, group: str) -> bool:
         changes.close()
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    open_consumer_offsets(pipeline, store.engine, target).forget(group)
+    try:
+        open_consumer_offsets(pipeline, store.engine, lambda: target).forget(group)
+    finally:
+        target.close()
+        store.close()
     return dropped

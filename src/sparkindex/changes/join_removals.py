@@ -13,21 +13,28 @@ document of its own, routed to its parent's shard. So the apply step deletes, be
 
 The deletes carry the external version the child was written with: its row's version column
 where the relation has one (from the old row image), otherwise the change's log position.
+
+A delete and a rewrite of the same child can meet at one version (a TRUNCATE and the inserts of
+its transaction share the commit's position) in different Spark tasks, and the engine keeps
+whichever lands last. So the task that deletes a child also rebuilds the parent the child's row
+has now, if it has one (:func:`current_parents`), after its deletes: its own last write for that
+child is then the current one.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from sparkindex.changes.model import Change
 from sparkindex.documents.join import child_id, routing_of
 from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.documents.versions import external_version
-from sparkindex.errors import DocumentError
+from sparkindex.errors import DocumentError, PermanentError
+from sparkindex.jobs.source_lookup import parse_key
 from sparkindex.keys import sort_key
-from sparkindex.sources.base import coerce_key
+from sparkindex.sources.base import Key, Source, coerce_key
 from sparkindex.targets.base import BulkItem, KeyBounds, Target
 
 log = logging.getLogger(__name__)
@@ -66,7 +73,10 @@ def _identity(plan: IndexPlan, rel: RelationPlan, image: dict[str, Any]) -> tupl
 
 
 def _version(rel: RelationPlan, doc_id: str, change: Change) -> int:
-    if rel.version is None or not change.old or rel.version not in change.old:
+    if rel.version is None:
+        return change.position
+    if not change.old or rel.version not in change.old:
+        log.warning("%s: the old row image has no %r: deleted at the log position instead", doc_id, rel.version)
         return change.position
     typed = coerce_key(rel.table, [rel.version], (change.old[rel.version],))
     checked = external_version(doc_id, rel.version, None if typed is None else typed[0])
@@ -94,6 +104,10 @@ def indexed_children(
                 yield doc.id, str(join["parent"])
         if len(page) < PAGE:
             return
+        if page[-1].sort_key is None or page[-1].sort_key == after:
+            raise PermanentError(
+                f"{index}: documents without a sort key ({page[-1].id!r}): cannot page through children"
+            )
         after = page[-1].sort_key
 
 
@@ -131,3 +145,26 @@ def child_deletes(
         for key_range in ranges
         for doc_id, parent in indexed_children(target, index, plan, wanted, key_range)
     ]
+
+
+def current_parents(plan: IndexPlan, source: Source, doc_ids: Iterable[str]) -> list[Key]:
+    """The root keys of the parents that the rows of these join children (by document id) have
+    now: the rows still there after their old copies were deleted (re-inserted, moved)."""
+    wanted: dict[str, list[Key]] = {}
+    by_name = {rel.name: rel for rel in plan.joins}
+    for doc_id in doc_ids:
+        name, _, _ = doc_id.partition(":")
+        rel = by_name.get(name)
+        if rel is None:
+            continue
+        key = parse_key(rel.table, rel.id_columns, doc_id.partition(":")[2])  # typed from the id's text
+        if key is not None:
+            wanted.setdefault(name, []).append(key)
+    parents: dict[Key, None] = {}
+    for name, keys in wanted.items():
+        rel = by_name[name]
+        for row in source.fetch_where_in(rel.table, rel.id_columns, keys, rel.remote_key, rel.remote_key):
+            parent = coerce_key(plan.table, plan.id_columns, tuple(row))
+            if parent is not None and None not in parent:
+                parents[parent] = None
+    return list(parents)

@@ -20,7 +20,9 @@ log = logging.getLogger(__name__)
 def index_ranges(
     pipeline: Pipeline, range_docs: Callable[[IndexConfig], int]
 ) -> Iterator[tuple[IndexConfig, str | None, str | None]]:
-    """(index config, lo, hi) of every sort-key range of every alias that points at an index."""
+    """(index config, lo, hi) of every sort-key range of every alias; an alias that points at no
+    index yet (a first reindex's catch-up writes a version the alias does not name) gets one
+    range, unbounded: the apply step covers whatever index it writes to."""
     from sparkindex.jobs.verify import index_tasks
     from sparkindex.targets.registry import open_target
 
@@ -29,6 +31,7 @@ def index_ranges(
         for idx in pipeline.indexes:
             index = target.alias_target(idx.alias)
             if index is None:
+                yield idx, None, None
                 continue
             parts = max(1, -(-target.count(index) // range_docs(idx)))
             notes: list[str] = []

@@ -127,7 +127,7 @@ class SyncRun:
         self.store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         self.offsets = OffsetStore(self.store.engine, p.coordination.prefix)  # holds, deferred runs
         #: the group's acknowledged positions: the store's, or the target's offsets index
-        self.positions = open_consumer_offsets(p, self.store.engine, self.target)
+        self.positions = open_consumer_offsets(p, self.store.engine, lambda: self.target)
 
     def _initial(self) -> dict[str, Any]:
         """Start (and create) the source; give aliases without an offset the offset of now; return
@@ -377,7 +377,7 @@ class SyncRun:
             self.on_ack(position)
         # the log may let go of what every alias of the group has applied
         saved = self.positions.offsets(self.group)
-        lowest = min(saved.values(), key=lambda o: o.position)
+        lowest = min((saved[a] for a in self.aliases if a in saved), key=lambda o: o.position)
         try:
             self.changes.acknowledge(lowest.offset)
         except TransientError as exc:
@@ -408,8 +408,10 @@ class SyncRun:
         """Answer every hold on our aliases with the position we applied; True if any is held."""
         if self.lock is False:
             return False  # a catch-up: it is the holder, not a live sync
-        saved = self.positions.offsets(self.group)
         holds = {a: h for a, h in self.offsets.holds(self.aliases).items() if h.holder != self.hold_owner}
+        if not holds:
+            return False  # the common case, polled often: no offsets read
+        saved = self.positions.offsets(self.group)
         for alias, hold in holds.items():
             if hold.paused_by != self.holder:
                 self.offsets.pause(alias, hold.holder, saved[alias].position, self.holder)

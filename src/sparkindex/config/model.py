@@ -252,6 +252,8 @@ class SyncConfig(_Strict):
     offsets_index: str = Field(default="sparkindex-offsets", pattern=r"^[a-z0-9][a-z0-9_\-]*$", max_length=200)
     offsets_retention_days: float = Field(default=7.0, gt=0, description="processed-event documents kept")
     offsets_cache: int = Field(default=10_000, gt=0, description="checkpoints a sync remembers writing")
+    #: whose offsets, in an offsets index several pipelines share (default: derived from the store)
+    offsets_namespace: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_\-]{1,64}$")
     server_id: int = Field(default=7301, gt=0, description="MySQL/MariaDB replica server id")
 
 

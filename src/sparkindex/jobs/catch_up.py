@@ -81,7 +81,7 @@ class CatchUp:
         self.offsets = OffsetStore(store.engine, pipeline.coordination.prefix)  # holds
         #: consumer positions, the catch-up's own and the live groups' it hands over to
         self.positions = open_consumer_offsets(
-            pipeline, store.engine, open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+            pipeline, store.engine, lambda: open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
         )
         self.consumer = catch_up_consumer(self.aliases)
         self._changes: ChangeSource | None = None

@@ -265,9 +265,9 @@ class Target(ABC):
     def close(self) -> None:
         """Release connections or handles; optional."""
 
-    def consumer_offsets(self, index: str, retention_s: float, cache_size: int) -> ConsumerOffsets:
+    def consumer_offsets(self, index: str, namespace: str, retention_s: float, cache_size: int) -> ConsumerOffsets:
         """``sync.offsets: target``: consumer offsets kept in an index of this target named
-        *index*. Only backends with indexes of their own to spare offer it."""
+        *index*, under *namespace* (one pipeline's). Only backends with indexes to spare offer it."""
         raise ConfigError(
             f"sync.offsets: target: {type(self).__name__} cannot keep consumer offsets in an index of its own; "
             "use sync.offsets: store (the coordination store)"

@@ -2,11 +2,15 @@
 
 After the index-based-offsets seed. One small index (``sync.offsets_index``, one shard) holds:
 
-* a **checkpoint** document per consumer group and alias (``checkpoint:<group>:<alias>``): the
-  acknowledged position, the source's resume offset, the physical index and running counts;
+* a **checkpoint** document per consumer group and alias (``checkpoint:<ns>:<group>:<alias>``):
+  the acknowledged position, the source's resume offset, the physical index and running counts;
 * a **processed-event** document per acknowledged batch and alias
-  (``processed:<group>:<alias>:<position>``), written in the same bulk request just before the
-  checkpoint.
+  (``processed:<ns>:<group>:<alias>:<position>``), written in the same bulk request just before
+  the checkpoint.
+
+Several pipelines may share the index (and group names such as ``default``): every document
+carries its pipeline's *namespace* (:func:`sparkindex.changes.consumer_offsets.offsets_namespace`)
+and every read and delete is limited to it.
 
 Why both: a bulk request is not a transaction. Should the checkpoint be lost while its batch's
 processed event was written (a crash between the two), :meth:`IndexOffsets.offsets` adopts the
@@ -20,6 +24,7 @@ the sync that writes them; the checkpoints stay.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -30,9 +35,11 @@ from urllib.parse import quote
 import orjson
 
 from sparkindex.coordination.offsets import GroupOffset
-from sparkindex.errors import PermanentError, TransientError
+from sparkindex.errors import PermanentError, SparkIndexError, TransientError
 from sparkindex.targets.search_engine.api import EngineApi
 from sparkindex.targets.search_engine.errors import HttpFailure, describe_error, is_transient_status
+
+log = logging.getLogger(__name__)
 
 #: how often a writer deletes processed events past their retention
 PRUNE_EVERY_S = 3600.0
@@ -43,6 +50,7 @@ MAPPING: dict[str, Any] = {
     "dynamic": "strict",
     "properties": {
         "doc_type": {"type": "keyword"},
+        "namespace": {"type": "keyword"},  # the pipeline whose offsets these are
         "consumer_group": {"type": "keyword"},
         "source_index": {"type": "keyword"},  # the alias whose changes the group applies
         "event_id": {"type": "keyword"},
@@ -61,20 +69,21 @@ MAPPING: dict[str, Any] = {
 SETTINGS: dict[str, Any] = {"number_of_shards": 1}
 
 
-def checkpoint_id(group: str, alias: str) -> str:
-    return f"checkpoint:{group}:{alias}"
+def checkpoint_id(namespace: str, group: str, alias: str) -> str:
+    return f"checkpoint:{namespace}:{group}:{alias}"
 
 
-def processed_id(group: str, alias: str, event_id: str) -> str:
-    return f"processed:{group}:{alias}:{event_id}"
+def processed_id(namespace: str, group: str, alias: str, event_id: str) -> str:
+    return f"processed:{namespace}:{group}:{alias}:{event_id}"
 
 
 class IndexOffsets:
     """:class:`~sparkindex.coordination.offsets.ConsumerOffsets` in the engine's *index*."""
 
-    def __init__(self, api: EngineApi, index: str, retention_s: float, cache_size: int) -> None:
+    def __init__(self, api: EngineApi, index: str, namespace: str, retention_s: float, cache_size: int) -> None:
         self.api = api
         self.index = index
+        self.namespace = namespace
         self.retention_s = retention_s
         self.cache_size = cache_size
         #: (group, alias) -> the position this process last wrote for it, newest last
@@ -116,6 +125,7 @@ class IndexOffsets:
             event = str(position)
             before = current.get(alias)
             common = {
+                "namespace": self.namespace,
                 "consumer_group": group,
                 "source_index": alias,
                 "position": position,
@@ -134,8 +144,8 @@ class IndexOffsets:
                 "updated_at": now_ms,
             }
             for doc_id, doc in (
-                (processed_id(group, alias, event), processed),
-                (checkpoint_id(group, alias), checkpoint),
+                (processed_id(self.namespace, group, alias, event), processed),
+                (checkpoint_id(self.namespace, group, alias), checkpoint),
             ):
                 lines.append(orjson.dumps({"index": {"_index": self.index, "_id": doc_id}}))
                 lines.append(orjson.dumps(doc))
@@ -146,11 +156,14 @@ class IndexOffsets:
             self._remember(group, alias, position)
         if time.monotonic() >= self._next_prune:
             self._next_prune = time.monotonic() + PRUNE_EVERY_S
-            self.prune(time.time())
+            try:
+                self.prune(time.time())
+            except SparkIndexError as exc:  # the batch is acknowledged: pruning waits for the next hour
+                log.warning("pruning processed events in %r failed (tried again in an hour): %s", self.index, exc)
 
     def forget(self, group: str, aliases: Sequence[str] | None = None) -> None:
         self._ensure()
-        filters: list[dict[str, Any]] = [{"term": {"consumer_group": group}}]
+        filters: list[dict[str, Any]] = [{"term": {"namespace": self.namespace}}, {"term": {"consumer_group": group}}]
         if aliases is not None:
             filters.append({"terms": {"source_index": list(aliases)}})
         self._delete_where(filters, f"forgetting the offsets of group {group!r}")
@@ -163,6 +176,7 @@ class IndexOffsets:
         cutoff_ms = int((now - self.retention_s) * 1000)
         filters: list[dict[str, Any]] = [
             {"term": {"doc_type": "processed_event"}},
+            {"term": {"namespace": self.namespace}},
             {"range": {"created_at": {"lt": cutoff_ms}}},
         ]
         return self._delete_where(filters, "deleting processed events past their retention")
@@ -181,37 +195,38 @@ class IndexOffsets:
         self._ready = True
 
     def _checkpoints(self, filters: list[dict[str, Any]]) -> list[GroupOffset]:
-        return [_offset(src) for src in self._search([{"term": {"doc_type": "checkpoint"}}, *filters])]
+        mine = [{"term": {"doc_type": "checkpoint"}}, {"term": {"namespace": self.namespace}}, *filters]
+        return [_offset(src) for src in self._search(mine)]
 
     def _processed_after(self, group: str, checkpoints: Mapping[str, GroupOffset]) -> list[GroupOffset]:
-        """The newest processed event per alias of *group* past its checkpoint (normally none)."""
-        floor = min((o.position for o in checkpoints.values()), default=-1)
-        hits = self._search(
-            [
-                {"term": {"doc_type": "processed_event"}},
-                {"term": {"consumer_group": group}},
-                {"range": {"position": {"gt": floor}}},
-            ]
-        )
-        newest: dict[str, GroupOffset] = {}
-        for src in hits:
-            event = _offset(src)
-            known = checkpoints.get(event.alias)
-            if known is not None and event.position <= known.position:
-                continue
-            if event.alias not in newest or event.position > newest[event.alias].position:
-                newest[event.alias] = event
-        return list(newest.values())
+        """The newest processed event of each alias of *group* past its checkpoint (normally
+        none): one search for the aliases with processed events, then the newest of each."""
+        base = [
+            {"term": {"doc_type": "processed_event"}},
+            {"term": {"namespace": self.namespace}},
+            {"term": {"consumer_group": group}},
+        ]
+        aliases = {str(src["source_index"]) for src in self._search(base, size=PAGE, newest_first=True)}
+        newest: list[GroupOffset] = []
+        for alias in sorted(aliases | set(checkpoints)):
+            known = checkpoints.get(alias)
+            after = [{"range": {"position": {"gt": known.position}}}] if known is not None else []
+            hits = self._search([*base, {"term": {"source_index": alias}}, *after], size=1, newest_first=True)
+            newest.extend(_offset(src) for src in hits)
+        return newest
 
     def _current(self, group: str, aliases: list[str]) -> dict[str, GroupOffset]:
-        ids = [checkpoint_id(group, a) for a in aliases]
+        ids = [checkpoint_id(self.namespace, group, a) for a in aliases]
         got = self.api.call("POST", f"/{quote(self.index)}/_mget", "reading checkpoints", {"ids": ids})
         docs = [d["_source"] for d in (got or {}).get("docs", []) if d.get("found")]
         return {o.alias: o for o in map(_offset, docs)}
 
-    def _search(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _search(
+        self, filters: list[dict[str, Any]], size: int = PAGE, newest_first: bool = False
+    ) -> list[dict[str, Any]]:
         self._ensure()
-        body = {"query": {"bool": {"filter": filters}}, "size": PAGE, "sort": [{"position": "asc"}]}
+        order = "desc" if newest_first else "asc"
+        body = {"query": {"bool": {"filter": filters}}, "size": size, "sort": [{"position": order}]}
         got = self.api.call("POST", f"/{quote(self.index)}/_search", f"reading offsets from {self.index!r}", body)
         return [h["_source"] for h in got["hits"]["hits"]]
 

@@ -270,8 +270,8 @@ class SearchEngineTarget(Target, Generic[C]):
         self._refresh(name)
         return reads.key_splits(self.api, name, parts, self.config.split_sample)
 
-    def consumer_offsets(self, index: str, retention_s: float, cache_size: int) -> IndexOffsets:
-        return IndexOffsets(self.api, index, retention_s, cache_size)
+    def consumer_offsets(self, index: str, namespace: str, retention_s: float, cache_size: int) -> IndexOffsets:
+        return IndexOffsets(self.api, index, namespace, retention_s, cache_size)
 
     def search(self, name: str, query: str, limit: int = 10) -> list[SearchHit]:
         index = aliases.current_index(self.api, name) or name

@@ -78,6 +78,8 @@ def test_saved_positions_read_back_with_running_counts(positions: ConsumerOffset
     assert got["tags"].position == 7 and got["tags"].index is None
     assert p.updated_at == pytest.approx(time.time(), abs=60)
     assert sorted((o.group, o.position) for o in positions.groups_of("products")) == [("g1", 30), ("g2", 5)]
+    every = sorted((o.group, o.alias, o.position) for o in positions.every_group())
+    assert every == [("g1", "products", 30), ("g1", "tags", 7), ("g2", "products", 5)]
 
 
 def test_forget_a_group_or_some_of_its_aliases(positions: ConsumerOffsets) -> None:
@@ -192,3 +194,36 @@ def test_store_offsets_stay_in_the_store(tmp_path: Path) -> None:
         assert isinstance(got, OffsetStore) and opened == [], "no target opened for offsets: store"
     finally:
         store.close()
+
+
+def test_the_server_shows_offsets_kept_in_the_target(tmp_path: Path, osmem_cluster: OsmemCluster) -> None:
+    """/api/sync, the WebSocket and the metrics read consumers through ServerState.sync_consumers:
+    with ``sync.offsets: target`` those come from the target's offsets index, not the store."""
+    from prometheus_client.registry import CollectorRegistry
+
+    from sparkindex.server.auth import Guard
+    from sparkindex.server.metrics import StoreCollector
+    from sparkindex.server.state import ServerState
+
+    pipeline = _pipeline(tmp_path, osmem_cluster.opensearch_url, "target")
+    state = ServerState.open(pipeline, tmp_path / "pipeline.yaml", Guard("t", "127.0.0.1"))
+    try:
+        assert state.sync_consumers() == []
+        target = open_target(osmem_cluster.opensearch_url, tmp_path, {})
+        writer = open_consumer_offsets(pipeline, state.store.engine, lambda: target)
+        writer.save("shop-sync", {"products": (123456, {"lsn": "0/1E240"}, "products_v2")}, {"products": (10, 2)}, 3.5)
+        [consumer] = state.sync_consumers()
+        assert (consumer.group, consumer.alias, consumer.position, consumer.index) == (
+            "shop-sync",
+            "products",
+            "123456",
+            "products_v2",
+        )
+        assert (consumer.applied, consumer.deleted, consumer.lag_s) == (10, 2, 3.5)
+        registry = CollectorRegistry()
+        registry.register(StoreCollector(state))
+        labels = {"group": "shop-sync", "alias": "products"}
+        assert registry.get_sample_value("sparkindex_sync_lag_seconds", labels) == 3.5
+        target.close()
+    finally:
+        state.close()

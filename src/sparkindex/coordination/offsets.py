@@ -141,6 +141,10 @@ class ConsumerOffsets(Protocol):
 
     def forget(self, group: str, aliases: Sequence[str] | None = None) -> None: ...
 
+    def every_group(self) -> list[GroupOffset]:
+        """Every group's offset for every alias (what the progress page and metrics show)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Hold:
@@ -174,6 +178,11 @@ class OffsetStore:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(t).where(t.c.group_name == group)).fetchall()
         return {r.alias: _offset(r) for r in rows}
+
+    @rerun_on_conflict
+    def every_group(self) -> list[GroupOffset]:
+        with self.engine.connect() as conn:
+            return [_offset(r) for r in conn.execute(sa.select(self.t.offset)).fetchall()]
 
     @rerun_on_conflict
     def groups_of(self, alias: str) -> list[GroupOffset]:

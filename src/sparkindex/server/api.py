@@ -187,7 +187,7 @@ def dead_letter_summary(request: Request) -> ORJSONResponse:
 
 
 def sync(request: Request) -> ORJSONResponse:
-    return ORJSONResponse({"consumers": [c.to_dict() for c in _state(request).views.sync_consumers()]})
+    return ORJSONResponse({"consumers": [c.to_dict() for c in _state(request).sync_consumers()]})
 
 
 def actions(request: Request) -> ORJSONResponse:

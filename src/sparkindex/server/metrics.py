@@ -168,7 +168,7 @@ class StoreCollector(Collector):
             labels=["group", "alias"],
         )
         now = time.time()
-        for c in self.state.views.sync_consumers():
+        for c in self.state.sync_consumers():
             labels = [c.group, c.alias or ""]
             if c.lag_s is not None:
                 lag.add_metric(labels, c.lag_s)

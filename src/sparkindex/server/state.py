@@ -3,17 +3,25 @@ token guard, the running commands and the progress samples."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
+from sparkindex.coordination.offsets import ConsumerOffsets
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.coordination.views import StoreViews
+from sparkindex.coordination.views import StoreViews, SyncConsumer
+from sparkindex.errors import SparkIndexError
 from sparkindex.server.actions import ActionRunner, env_for_children
 from sparkindex.server.auth import Guard
 from sparkindex.server.progress import RateTracker
+from sparkindex.targets.base import Target
+from sparkindex.targets.registry import open_target
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -26,6 +34,8 @@ class ServerState:
     actions: ActionRunner
     tracker: RateTracker = field(default_factory=RateTracker)
     tick_s: float = 2.0
+    _offsets: ConsumerOffsets | None = None
+    _target: Target | None = None
 
     @classmethod
     def open(cls, pipeline: Pipeline, config_path: Path, guard: Guard, tick_s: float = 2.0) -> ServerState:
@@ -45,6 +55,43 @@ class ServerState:
     def close(self) -> None:
         self.views.close()
         self.store.close()
+        if self._target is not None:
+            self._target.close()
+
+    def sync_consumers(self) -> list[SyncConsumer]:
+        """Consumer groups with their positions, wherever ``sync.offsets`` keeps them (the store's
+        table, read defensively by the views; or the target's offsets index)."""
+        if self.pipeline.sync.offsets == "store":
+            return self.views.sync_consumers()
+        try:
+            if self._offsets is None:
+                self._offsets = open_consumer_offsets(self.pipeline, self.store.engine, self._open_target)
+            groups = self._offsets.every_group()
+        except SparkIndexError as exc:
+            log.warning("consumer offsets in the target could not be read: %s", exc)
+            return []
+        return sorted(
+            (
+                SyncConsumer(
+                    group=o.group,
+                    alias=o.alias,
+                    position=str(o.position),
+                    updated_at=o.updated_at,
+                    lag_s=o.lag_s,
+                    index=o.index,
+                    applied=float(o.applied),
+                    deleted=float(o.deleted),
+                )
+                for o in groups
+            ),
+            key=lambda c: (c.group, c.alias or ""),
+        )
+
+    def _open_target(self) -> Target:
+        if self._target is None:
+            p = self.pipeline
+            self._target = open_target(p.target.url, p.base_dir, p.target.options)
+        return self._target
 
     @property
     def aliases(self) -> list[str]:

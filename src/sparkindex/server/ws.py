@@ -97,7 +97,7 @@ class Hub:
             "type": "progress",
             "time": now,
             "jobs": progress,
-            "sync": [c.to_dict() for c in views.sync_consumers()],
+            "sync": [c.to_dict() for c in self.state.sync_consumers()],
             "verify": {"runs": views.verify_runs(), "lastAction": None if last is None else last.to_dict()},
             "actions": [a.to_dict() for a in self.state.actions.running()],
         }

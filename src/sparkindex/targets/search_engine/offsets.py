@@ -103,6 +103,9 @@ class IndexOffsets:
                 found[event.alias] = event  # its checkpoint was lost after the batch was acknowledged
         return found
 
+    def every_group(self) -> list[GroupOffset]:
+        return self._checkpoints([])
+
     def groups_of(self, alias: str) -> list[GroupOffset]:
         return self._checkpoints([{"term": {"source_index": alias}}])
 

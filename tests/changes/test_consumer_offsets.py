@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sparkindex.changes.consumer_offsets import open_consumer_offsets
+from sparkindex.changes.consumer_offsets import carry_over, open_consumer_offsets
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import ConsumerOffsets, OffsetStore
 from sparkindex.coordination.store import CoordinationStore
@@ -227,3 +227,23 @@ def test_the_server_shows_offsets_kept_in_the_target(tmp_path: Path, osmem_clust
         target.close()
     finally:
         state.close()
+
+
+def test_switching_to_target_offsets_carries_the_stores_over(tmp_path: Path, osmem_cluster: OsmemCluster) -> None:
+    """An alias without an offset would start at the head of the log and skip what was committed
+    since the store's position; so the store's offsets move to the target, once, never over newer."""
+    pipeline = _pipeline(tmp_path, osmem_cluster.opensearch_url, "target")
+    store = CoordinationStore(pipeline.coordination_url())
+    target = open_target(osmem_cluster.opensearch_url, tmp_path, {})
+    try:
+        OffsetStore(store.engine).save("g1", {"products": (50, {"ts": 50}, "p_v1"), "tags": (9, {"ts": 9}, "t_v1")})
+        positions = open_consumer_offsets(pipeline, store.engine, lambda: target)
+        positions.save("g1", {"tags": (70, {"ts": 70}, "t_v2")})  # the target is ahead for this one
+        assert carry_over(pipeline, store.engine, positions, "g1", ["products", "tags"]) == 1
+        got = positions.offsets("g1")
+        assert (got["products"].position, got["products"].offset, got["products"].index) == (50, {"ts": 50}, "p_v1")
+        assert got["tags"].position == 70, "never over a newer offset"
+        assert carry_over(pipeline, store.engine, positions, "g1", ["products", "tags"]) == 0
+    finally:
+        target.close()
+        store.close()

@@ -4,12 +4,17 @@
 batch's positions for every alias at once. ``sync.offsets: target``: an index of the target
 (``sync.offsets_index``), for deployments that keep a sync's state beside its data; the target
 refuses when it has no indexes to spare (Tantivy), naming the setting.
+
+Switching a pipeline from the store to the target carries the store's offsets over
+(:func:`carry_over`): an alias without an offset starts at the head of the log, which would skip
+what was committed since the store's position (on sources whose position is ours alone).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 
 from sqlalchemy.engine import Engine
 
@@ -17,6 +22,8 @@ from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import ConsumerOffsets, OffsetStore
 from sparkindex.errors import ConfigError
 from sparkindex.targets.base import Target
+
+log = logging.getLogger(__name__)
 
 
 def offsets_namespace(pipeline: Pipeline) -> str:
@@ -40,3 +47,19 @@ def open_consumer_offsets(pipeline: Pipeline, store_engine: Engine, target: Call
         )
     except ConfigError as exc:
         raise ConfigError(f"{pipeline.origin}: {exc}") from None
+
+
+def carry_over(
+    pipeline: Pipeline, store_engine: Engine, positions: ConsumerOffsets, group: str, aliases: Sequence[str]
+) -> int:
+    """With ``sync.offsets: target``: copy the store's offsets of *group* for *aliases* the target
+    does not hold yet (a pipeline switched from the store); returns how many were copied."""
+    if pipeline.sync.offsets != "target":
+        return 0
+    held = positions.offsets(group)
+    stored = OffsetStore(store_engine, pipeline.coordination.prefix).offsets(group)
+    moved = {a: (o.position, o.offset, o.index) for a, o in stored.items() if a in aliases and a not in held}
+    if moved:
+        positions.save(group, moved)
+        log.warning("consumer group %r: offsets of %s carried over from the store to the target", group, sorted(moved))
+    return len(moved)

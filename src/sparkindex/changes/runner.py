@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from sparkindex.changes.consumer_offsets import open_consumer_offsets
+from sparkindex.changes.consumer_offsets import carry_over, open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.restarts import BOUNDED_WINDOW_S, WINDOW_S, StreamRestarts
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
@@ -133,6 +133,7 @@ class SyncRun:
         """Start (and create) the source; give aliases without an offset the offset of now; return
         the offset of the alias furthest behind (the stream's start)."""
         now = self.changes.start()
+        carry_over(self.pipeline, self.store.engine, self.positions, self.group, self.aliases)
         saved = self.positions.offsets(self.group)
         fresh = {a: (self.changes.position(now), now, self._index(a)) for a in self.aliases if a not in saved}
         if fresh:

@@ -2,7 +2,7 @@
 every Spark Python worker (forked from sparkindex's daemon), and any process that calls it.
 
 What is checked is the behaviour the fix is for, not a setting (glibc has no getter): after a
-4 MiB block was freed, glibc's dynamic threshold would serve a 2 MiB block from its heap; fixed
+24 MiB block was freed, glibc's dynamic threshold would serve a 16 MiB block from its heap; fixed
 at 1 MiB, the block gets a mapping of its own, which goes back to the kernel when freed. A
 chunk's header (the word before it) carries glibc's IS_MMAPPED bit.
 """
@@ -20,15 +20,19 @@ from sparkindex.allocator import glibc
 
 pytestmark = pytest.mark.skipif(glibc() is None, reason="the knob is glibc's")
 
+# Sizes: glibc serves a request from a free chunk of its heap whatever the threshold, so the
+# block must be larger than any free chunk a busy, reused Spark worker's heap may hold (2 MiB was
+# not, once: CI saw four reused workers answer False); and the freed block must stay under
+# glibc's 32 MiB cap on the dynamic threshold, so an untuned process still shows it rising.
 PROBE = """
 import ctypes
 def served_by_mmap_after_a_larger_free():
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
-    big = libc.malloc(4 << 20)
-    libc.free(big)  # a dynamic threshold rises to 4 MiB here
-    block = libc.malloc(2 << 20)
+    big = libc.malloc(24 << 20)
+    libc.free(big)  # a dynamic threshold rises to 24 MiB here
+    block = libc.malloc(16 << 20)
     header = ctypes.c_size_t.from_address(block - ctypes.sizeof(ctypes.c_size_t)).value
     libc.free(block)
     return bool(header & 2)

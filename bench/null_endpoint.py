@@ -244,8 +244,11 @@ class State:
             self.indexes[name].aliases = aliases
 
     # -- bulk --------------------------------------------------------------------------------
-    def bulk(self, body: bytes | bytearray, default_index: str | None) -> bytes:
+    def bulk(self, body: bytes | bytearray, default_index: str | None, brief: bool = False) -> bytes:
         """Acknowledge every action of an NDJSON body without decoding its documents.
+
+        *brief*: the client asked for ``filter_path=errors,items.*.status,items.*.error`` (as
+        sparkindex and es-hadoop do), so each item answers with its status and error only.
 
         The action lines (a few dozen bytes) are parsed; each document line is skipped by finding
         its newline. Where an (operation, index) pair lands is resolved once per request, and each
@@ -253,7 +256,7 @@ class State:
         """
         t0 = time.perf_counter()
         items: list[bytes] = []
-        routes: dict[tuple[str, str | None], tuple[str | None, bytes]] = {}
+        routes: dict[tuple[str, str | None], tuple[str | None, bytes, bytes]] = {}
         counts: dict[tuple[str, str | None], int] = {}
         seq = self.seq
         pos, end = 0, len(body)
@@ -277,7 +280,10 @@ class State:
             seq += 1
             doc_id = meta.get("_id")
             version = meta.get("version", 1)
-            items.append(route[1] % (dumps(f"null-{seq}" if doc_id is None else doc_id), version, seq))
+            if brief:
+                items.append(route[2])
+            else:
+                items.append(route[1] % (dumps(f"null-{seq}" if doc_id is None else doc_id), version, seq))
             counts[key] = counts.get(key, 0) + 1
         self.seq = seq
         errors = False
@@ -293,12 +299,15 @@ class State:
         self.stats["bulk_items"] += len(items)
         self.stats["bulk_bytes"] += end
         took = int((time.perf_counter() - t0) * 1000)
-        head = b'{"took":%d,"errors":%s,"items":[' % (took, b"true" if errors else b"false")
+        if brief:
+            head = b'{"errors":%s,"items":[' % (b"true" if errors else b"false")
+        else:
+            head = b'{"took":%d,"errors":%s,"items":[' % (took, b"true" if errors else b"false")
         return head + b",".join(items) + b"]}"
 
-    def _route(self, op: str, name: str | None) -> tuple[str | None, bytes]:
-        """The index an (operation, index or alias) lands in, and its answer's template
-        (``%`` of the id as JSON, the version, the sequence number); no index on failure."""
+    def _route(self, op: str, name: str | None) -> tuple[str | None, bytes, bytes]:
+        """The index an (operation, index or alias) lands in, its answer's template (``%`` of the
+        id as JSON, the version, the sequence number) and its brief answer; no index on failure."""
         try:
             if not name:
                 raise HttpError(400, "action_request_validation_exception", "index is missing")
@@ -306,14 +315,18 @@ class State:
         except HttpError as exc:
             error = orjson.dumps(exc.body()["error"]).replace(b"%", b"%%")
             head = b'{"%s":{"_index":%s,"_id":' % (op.encode(), orjson.dumps(name).replace(b"%", b"%%"))
-            return None, head + b'%s,"_version":%d,"_seq_no":%d,"status":' + b'%d,"error":' % exc.status + error + b"}}"
+            brief = (
+                b'{"%s":{"status":%d,"error":' % (op.encode(), exc.status) + orjson.dumps(exc.body()["error"]) + b"}}"
+            )
+            full = head + b'%s,"_version":%d,"_seq_no":%d,"status":' + b'%d,"error":' % exc.status + error + b"}}"
+            return None, full, brief
         result, status = {"delete": (b"deleted", 200), "update": (b"updated", 200)}.get(op, (b"created", 201))
         head = b'{"%s":{"_index":%s,"_id":' % (op.encode(), orjson.dumps(index).replace(b"%", b"%%"))
         tail = b',"result":"%s","_shards":{"total":1,"successful":1,"failed":0},"_primary_term":1,"status":%d}}' % (
             result,
             status,
         )
-        return index, head + b'%s,"_version":%d,"_seq_no":%d' + tail
+        return index, head + b'%s,"_version":%d,"_seq_no":%d' + tail, b'{"%s":{"status":%d}}' % (op.encode(), status)
 
 
 SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
@@ -337,7 +350,8 @@ class Api:
         if n == 0:
             return 200, self.info()
         if parts[-1] == "_bulk" and n <= 2 and method in ("POST", "PUT"):
-            return 200, st.bulk(body, parts[0] if n == 2 else None)
+            brief = "items.*.status" in query.get("filter_path", "").split(",")
+            return 200, st.bulk(body, parts[0] if n == 2 else None, brief)
         if head == "_null" and parts[1:] == ["stats"]:
             return 200, {**st.stats, "cpu_s": time.process_time(), "pid": os.getpid()}
         if head == "_cluster" and n >= 2 and parts[1] == "health":

@@ -8,6 +8,9 @@ the writer service has exited, as in tests/e2e/test_guarantees.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from sparkindex.config.model import Pipeline
 from sparkindex.documents.builder import BuiltDocument, make_builder
@@ -68,9 +71,14 @@ def write(target: Target, index: str, items: list[BulkItem]) -> None:
     assert (outcome.success, outcome.failures) == (len(items), []), outcome.failures
 
 
+def fields_of(doc: BuiltDocument) -> dict[str, Any]:
+    """The document as a dict (a builder whose source wrote canonical JSON passes none along)."""
+    return doc.fields if doc.fields is not None else dict(orjson.loads(doc.source))
+
+
 def variant(doc: BuiltDocument, new_id: str, sort_key: str | None = None, **changes: object) -> BulkItem:
     """*doc* under *new_id*, with some fields changed: stale content, or an extra document."""
-    fields = {**(doc.fields or {}), **changes}
+    fields = {**fields_of(doc), **changes}
     body = dumps_document(fields)
     return BulkItem(new_id, body, content_hash(body), fields=fields, sort_key=sort_key or doc.sort_key)
 
@@ -118,7 +126,7 @@ def plant(
         item = variant(docs[model], doc_id)
         items.append(BulkItem(item.id, item.source, item.hash, fields=item.fields))
     if stale is not None:
-        some_field = next(k for k, v in (docs[stale].fields or {}).items() if isinstance(v, str) and k != "id")
+        some_field = next(k for k, v in fields_of(docs[stale]).items() if isinstance(v, str) and k != "id")
         items.append(variant(docs[stale], stale, **{some_field: "changed behind the job's back"}))
     if items:
         write(target, index, items)

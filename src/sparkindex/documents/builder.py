@@ -148,6 +148,27 @@ class DocumentBuilder:
     def finish(self, key: Sequence[Any], doc: dict[str, Any], version: Any = None) -> BuiltDocument | DocumentError:
         """The canonical document of the root row with *key* (and *version*, the value of the
         index's version column), or why it cannot be indexed as the source holds it."""
+        checked = self._root_checks(key, version)
+        if isinstance(checked, DocumentError):
+            return checked
+        doc_id, number = checked
+        if self.plan.join_field is not None:
+            doc[self.plan.join_field] = self.plan.join_parent
+        return self._encoded(doc_id, doc, self._floats, sort_key(key), number)
+
+    def finish_canonical(
+        self, key: Sequence[Any], canonical: bytes, version: Any = None
+    ) -> BuiltDocument | DocumentError:
+        """:meth:`finish` for a document whose canonical JSON the source wrote itself (see
+        :mod:`sparkindex.documents.canonical_sql`; never for a plan with a join field)."""
+        checked = self._root_checks(key, version)
+        if isinstance(checked, DocumentError):
+            return checked
+        doc_id, number = checked
+        return BuiltDocument(doc_id, canonical, content_hash(canonical), None, sort_key(key), number)
+
+    def _root_checks(self, key: Sequence[Any], version: Any) -> tuple[str, int | None] | DocumentError:
+        """The root row's document id and external version, or why it cannot be indexed."""
         doc_id = document_id(key)
         if self._child_prefixes and doc_id.startswith(self._child_prefixes):
             return DocumentError(
@@ -156,15 +177,12 @@ class DocumentBuilder:
                 "it would share their id space",
                 "IdCollision",
             )
-        number = None
-        if self.plan.version is not None:
-            checked = external_version(doc_id, self.plan.version, version)
-            if isinstance(checked, DocumentError):
-                return checked
-            number = checked
-        if self.plan.join_field is not None:
-            doc[self.plan.join_field] = self.plan.join_parent
-        return self._encoded(doc_id, doc, self._floats, sort_key(key), number)
+        if self.plan.version is None:
+            return doc_id, None
+        checked = external_version(doc_id, self.plan.version, version)
+        if isinstance(checked, DocumentError):
+            return checked
+        return doc_id, checked
 
     @staticmethod
     def _encoded(

@@ -25,7 +25,9 @@ class PostgresSource(Source):
         if not isinstance(url_options, str):
             url_options = " ".join(url_options)
         timeout_ms = max(1, round(self.statement_timeout_s * 1000))
-        options = f"{url_options} -c statement_timeout={timeout_ms}".strip()
+        # extra_float_digits=1 (PostgreSQL's default, stated so a role's setting cannot change it):
+        # floats as their shortest round-trip digits, which documents/canonical_sql.py relies on
+        options = f"{url_options} -c statement_timeout={timeout_ms} -c extra_float_digits=1".strip()
         return {"pool_pre_ping": True, "connect_args": {"options": options}}
 
     def page_options(self) -> dict[str, Any]:

@@ -62,9 +62,9 @@ def with_key_and_hash(source: bytes, sort_key: str | None, doc_hash: str | None)
     """*source* (a JSON object's bytes) with ``_hash`` and ``_key`` added in front (see module doc)."""
     extra = b""
     if doc_hash is not None:
-        extra += b'"_hash":' + orjson.dumps(doc_hash) + b","
+        extra += b'"_hash":' + _json_text(doc_hash) + b","
     if sort_key is not None:
-        extra += b'"_key":' + orjson.dumps(sort_key) + b","
+        extra += b'"_key":' + _json_text(sort_key) + b","
     if not extra:
         return source
     body = source.lstrip()
@@ -74,6 +74,14 @@ def with_key_and_hash(source: bytes, sort_key: str | None, doc_hash: str | None)
     if rest.startswith(b"}"):
         return b"{" + extra[:-1] + rest
     return b"{" + extra + rest
+
+
+def _json_text(text: str) -> bytes:
+    """*text* as a JSON string: hashes and sort keys are hex, which needs no escaping (a third of
+    the splice's time went to orjson for them)."""
+    if text.isascii() and text.isalnum():
+        return b'"' + text.encode("ascii") + b'"'
+    return orjson.dumps(text)
 
 
 def chunks(encoded: Sequence[EncodedItem], max_docs: int, max_bytes: int) -> Iterator[tuple[int, int]]:

@@ -21,7 +21,7 @@ Sizes: ``BENCH_ROWS`` (shop and pg, default 1,000,000), ``BENCH_LARGE_ROWS`` (de
 ``BENCH_RESUME_ROWS`` (default: the large rows; ``BENCH_RESUME_SOURCE`` postgres or sqlite),
 ``BENCH_MEMORY_SMALL``/``BENCH_MEMORY_LARGE`` (100,000 / 1,000,000, partitions of
 ``BENCH_MEMORY_PARTITION`` = 10,000 rows), ``BENCH_LARGE_SOURCES`` (sqlite,postgres),
-``BENCH_NULL_ROWS`` (default 1,000,000) and ``BENCH_NULL_MEMORY_SMALL`` (default a tenth of it).
+``BENCH_NULL_ROWS`` (default 1,000,000) and ``BENCH_NULL_MEMORY_SMALL`` (default a quarter of it).
 ``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
 
     make bench

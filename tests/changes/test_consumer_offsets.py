@@ -114,6 +114,27 @@ def test_a_lost_checkpoint_is_recovered_from_its_processed_event(positions: Cons
     assert (got.position, got.offset) == (20, {"lsn": "0/14"}), "resume after the acknowledged batch, not before it"
 
 
+def test_recovery_finds_every_alias_of_the_group_and_only_events_past_their_checkpoints(
+    positions: ConsumerOffsets,
+) -> None:
+    if not isinstance(positions, IndexOffsets):
+        pytest.skip("the store records a batch's positions in one transaction: nothing to recover")
+    positions.save("g1", {"products": (10, {"lsn": "0/A"}, "v1"), "articles": (30, {"lsn": "0/1E"}, "a1")})
+    positions.save("g1", {"products": (20, {"lsn": "0/14"}, "v1"), "reviews": (25, {"lsn": "0/19"}, "r1")})
+    positions.save("g2", {"products": (99, {"lsn": "0/63"}, "v9")})  # another group: never mixed in
+    path = f"/{positions.index}/_doc/{checkpoint_id(positions.namespace, 'g1', 'products')}"
+    positions.api.call("PUT", path, "planting the older checkpoint", _stale(positions.namespace))
+    lost = f"/{positions.index}/_doc/{checkpoint_id(positions.namespace, 'g1', 'reviews')}"
+    positions.api.call("DELETE", lost, "losing the only checkpoint of an alias")
+    positions.api.call("POST", f"/{positions.index}/_refresh", "refreshing")
+    got = {a: (o.position, o.offset) for a, o in _other_process(positions).offsets("g1").items()}
+    assert got == {
+        "products": (20, {"lsn": "0/14"}),  # its checkpoint older than its newest event
+        "articles": (30, {"lsn": "0/1E"}),  # its checkpoint current
+        "reviews": (25, {"lsn": "0/19"}),  # no checkpoint left: its event alone
+    }
+
+
 def _stale(namespace: str) -> dict[str, Any]:
     return {
         "doc_type": "checkpoint",

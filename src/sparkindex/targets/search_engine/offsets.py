@@ -203,20 +203,27 @@ class IndexOffsets:
 
     def _processed_after(self, group: str, checkpoints: Mapping[str, GroupOffset]) -> list[GroupOffset]:
         """The newest processed event of each alias of *group* past its checkpoint (normally
-        none): one search for the aliases with processed events, then the newest of each."""
+        none). Each search asks for the newest event of an alias not seen yet, so there is one
+        search per alias with events and one more, each returning a single document (the aliases
+        are not known in advance: a crash may come before an alias's first checkpoint)."""
         base = [
             {"term": {"doc_type": "processed_event"}},
             {"term": {"namespace": self.namespace}},
             {"term": {"consumer_group": group}},
         ]
-        aliases = {str(src["source_index"]) for src in self._search(base, size=PAGE, newest_first=True)}
-        newest: list[GroupOffset] = []
-        for alias in sorted(aliases | set(checkpoints)):
-            known = checkpoints.get(alias)
-            after = [{"range": {"position": {"gt": known.position}}}] if known is not None else []
-            hits = self._search([*base, {"term": {"source_index": alias}}, *after], size=1, newest_first=True)
-            newest.extend(_offset(src) for src in hits)
-        return newest
+        newest: dict[str, GroupOffset] = {}
+        while True:
+            seen = [{"terms": {"source_index": sorted(newest)}}] if newest else []
+            hits = self._search(base, size=1, newest_first=True, excluding=seen)
+            if not hits:
+                break
+            event = _offset(hits[0])
+            newest[event.alias] = event
+        return [
+            event
+            for alias, event in sorted(newest.items())
+            if alias not in checkpoints or event.position > checkpoints[alias].position
+        ]
 
     def _current(self, group: str, aliases: list[str]) -> dict[str, GroupOffset]:
         ids = [checkpoint_id(self.namespace, group, a) for a in aliases]
@@ -225,11 +232,18 @@ class IndexOffsets:
         return {o.alias: o for o in map(_offset, docs)}
 
     def _search(
-        self, filters: list[dict[str, Any]], size: int = PAGE, newest_first: bool = False
+        self,
+        filters: list[dict[str, Any]],
+        size: int = PAGE,
+        newest_first: bool = False,
+        excluding: list[dict[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
         self._ensure()
         order = "desc" if newest_first else "asc"
-        body = {"query": {"bool": {"filter": filters}}, "size": size, "sort": [{"position": order}]}
+        query: dict[str, Any] = {"filter": filters}
+        if excluding:
+            query["must_not"] = excluding
+        body = {"query": {"bool": query}, "size": size, "sort": [{"position": order}]}
         got = self.api.call("POST", f"/{quote(self.index)}/_search", f"reading offsets from {self.index!r}", body)
         return [h["_source"] for h in got["hits"]["hits"]]
 

@@ -228,3 +228,68 @@ def test_a_type_outside_the_rules_keeps_the_decoding_path(source: PostgresSource
     docs, failures = _all(builder)
     assert not failures
     assert docs[0].source == b'{"id":1,"meta":{"a":[1.5,"x"],"b":1},"tags":["x","y"]}'
+
+
+def _same_on_both_paths(source: PostgresSource, plan: IndexPlan) -> tuple[list[BuiltDocument], list[DocumentError]]:
+    fast = JsonAggregationBuilder(source, plan)
+    assert fast.writes_canonical
+    docs, failures = _all(fast)
+    slow_docs, slow_failures = _all(JsonAggregationBuilder(source, plan, server_canonical=False))
+    assert [(d.id, d.source, d.hash) for d in docs] == [(d.id, d.source, d.hash) for d in slow_docs]
+    assert [(e.doc_id, e.error_class) for e in failures] == [(e.doc_id, e.error_class) for e in slow_failures]
+    return docs, failures
+
+
+def test_numerics_a_double_cannot_hold_take_the_decoding_path(source: PostgresSource) -> None:
+    values = ["1.5", "1e400", "1e-400", "-2e308", "999999999999999.99", "0.00001", "-0", "NaN", "Infinity", None]
+    with source.engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE wide (id INTEGER PRIMARY KEY, d NUMERIC)"))
+        conn.execute(
+            sa.text("INSERT INTO wide VALUES (:id, CAST(:d AS NUMERIC))"),
+            [{"id": i, "d": v} for i, v in enumerate(values)],
+        )
+    plan = resolve_index(source, IndexConfig(alias="wide", table="wide", id=["id"]), "indexes[0]")
+    docs, failures = _same_on_both_paths(source, plan)  # the page is read: no row fails the statement
+    by_id = {d.id: d.source for d in docs}
+    assert by_id["0"] == b'{"d":1.5,"id":0}'
+    assert by_id["6"] == b'{"d":0.0,"id":6}'
+    assert {e.doc_id for e in failures} >= {"7", "8"}  # NaN and infinity are reported, never written
+
+
+def test_domains_over_floats_are_floats_on_both_paths(source: PostgresSource) -> None:
+    with source.engine.begin() as conn:
+        conn.execute(sa.text("CREATE DOMAIN dfloat AS DOUBLE PRECISION"))
+        conn.execute(sa.text("CREATE DOMAIN dnum AS NUMERIC"))
+        conn.execute(sa.text("CREATE TABLE doms (id INTEGER PRIMARY KEY, x dfloat, y dnum)"))
+        conn.execute(sa.text("INSERT INTO doms VALUES (1, 214, 12), (2, '-0', '-0'), (3, 'NaN', 1), (4, 1.25, 'NaN')"))
+    plan = resolve_index(source, IndexConfig(alias="doms", table="doms", id=["id"]), "indexes[0]")
+    docs, failures = _same_on_both_paths(source, plan)
+    assert {d.id: d.source for d in docs} == {
+        "1": b'{"id":1,"x":214.0,"y":12.0}',
+        "2": b'{"id":2,"x":0.0,"y":0.0}',
+    }
+    assert sorted((e.doc_id, e.error_class) for e in failures) == [("3", "NonFinite"), ("4", "NonFinite")]
+
+
+def test_a_document_without_fields_is_an_empty_object(source: PostgresSource) -> None:
+    with source.engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE bare (id INTEGER PRIMARY KEY, n INTEGER)"))
+        conn.execute(sa.text("INSERT INTO bare VALUES (1, 2)"))
+    plan = resolve_index(source, IndexConfig(alias="bare", table="bare", id=["id"], columns=[]), "indexes[0]")
+    docs, _ = _same_on_both_paths(source, plan)
+    assert [(d.id, d.source) for d in docs] == [("1", b"{}")]
+
+
+def test_documents_are_utf8_whatever_client_encoding_the_url_asks(source: PostgresSource) -> None:
+    url = sa.make_url(source.url)
+    options = url.query["options"]
+    latin1 = url.update_query_dict({"options": f"{options} -cclient_encoding=LATIN1"}).render_as_string(False)
+    other = PostgresSource(latin1)
+    try:
+        plan = resolve_index(other, IndexConfig(alias="owners", table="owners", id=["name"]), "indexes[0]")
+        with other.engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO owners VALUES ('Øresund é', NULL, NULL)"))
+        docs, _ = _same_on_both_paths(other, plan)
+        assert b'"name":"\xc3\x98resund \xc3\xa9"' in {d.id: d.source for d in docs}["Øresund é"]
+    finally:
+        other.close()

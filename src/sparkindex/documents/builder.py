@@ -34,7 +34,8 @@ class BuiltDocument:
     source: bytes  # canonical JSON
     hash: str
     #: the same document as the dict it was encoded from, for a target that needs its own
-    #: encoding (Tantivy), so that it never decodes ``source`` again
+    #: encoding (Tantivy), so that it need not decode ``source`` again; None when the source wrote
+    #: the canonical JSON itself (see canonical_sql), which such a target then decodes
     fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     #: :func:`sparkindex.keys.sort_key` of the root row's key
     sort_key: str | None = None

@@ -12,7 +12,10 @@ bytes :func:`~sparkindex.documents.hashing.dumps_document` would have made from 
   ``\\\\``, ``\\b\\f\\n\\r\\t``, ``\\u00XX`` for other control characters, nothing else);
 - floating-point values as the shortest round-trip digits (``extra_float_digits=1``, set on every
   source connection), with ``.0`` on integral ones, exactly as orjson writes the same double; a
-  zero (either sign) as ``0.0``; numeric through its nearest double, as the decoder read it.
+  zero (either sign) as ``0.0``; numeric through its nearest double, as the decoder read it;
+  domains as their base type.
+
+The bytes are UTF-8 because every source connection sets ``client_encoding=UTF8``.
 
 A value those rules cannot promise (NaN, infinities, floats PostgreSQL writes with an exponent:
 below 1e-4, from 1e15 for double precision and 1e6 for real) is written as PostgreSQL's own JSON
@@ -28,6 +31,7 @@ column, which the builder's cursor loads as bytes (``bytea`` would cost its hex 
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,8 +63,10 @@ def _text(value: str) -> Any:
 def _value(table: Any, info: TableInfo, name: str) -> Any:
     col = table.c[name]
     kind = info.columns[name].type
-    while isinstance(kind, DOMAIN):  # a domain's values are its base type's
-        kind = kind.data_type
+    if isinstance(kind, DOMAIN):
+        while isinstance(kind, DOMAIN):  # a domain's values are its base type's
+            kind = kind.data_type
+        col = sa.type_coerce(col, kind)  # compared as its base type (no cast in the SQL)
     if isinstance(kind, sa.Boolean | sa.String | sa.Date | sa.DateTime | sa.Time | sa.Uuid):
         return sa.cast(sa.func.to_json(col), sa.Text)
     if isinstance(kind, sa.Integer):
@@ -68,7 +74,15 @@ def _value(table: Any, info: TableInfo, name: str) -> Any:
     if isinstance(kind, sa.Float):
         return _float(col, col, _FIXED_BELOW["real" if isinstance(kind, sa.REAL) else "double"])
     if isinstance(kind, sa.Numeric):
-        return _float(sa.cast(col, sa.Float(precision=53)), col, _FIXED_BELOW["double"])
+        # Only a numeric a double can hold is cast (1e400 or 1e-400 would fail the statement):
+        # the test is on the numeric itself, with numeric bounds (NaN and infinities fail it).
+        magnitude = sa.func.abs(col)
+        castable = sa.and_(
+            magnitude < sa.literal(decimal.Decimal(_FIXED_BELOW["double"]), sa.Numeric),
+            sa.or_(col == 0, magnitude >= sa.literal(decimal.Decimal(str(_FIXED_FROM)), sa.Numeric)),
+        )
+        double = _float(sa.cast(col, sa.Float(precision=53)), col, _FIXED_BELOW["double"])
+        return sa.case((castable, double), else_=_marked(col))
     raise Unsupported(f"{info.name}.{name}: {kind!r}")
 
 
@@ -81,8 +95,13 @@ def _float(number: Any, original: Any, fixed_below: float) -> Any:
         (number == 0, _text("0.0")),  # -0 as well: the decoder reads "-0" as the integer 0
         (sa.and_(in_range, number == sa.func.trunc(number)), text + _text(".0")),
         (in_range, text),
-        else_=_text(_MARK) + sa.cast(sa.func.to_json(original), sa.Text),
+        else_=_marked(original),
     )
+
+
+def _marked(original: Any) -> Any:
+    """The mark, then PostgreSQL's own JSON of the value (the decoding path's input)."""
+    return _text(_MARK) + sa.cast(sa.func.to_json(original), sa.Text)
 
 
 def _key(name: str, first: bool) -> Any:
@@ -95,9 +114,7 @@ def canonical_object(table: Any, info: TableInfo, emit: Sequence[str], relations
     fields: dict[str, Any] = {}
     for name in emit:
         fields[name] = sa.func.coalesce(_value(table, info, name), _text("null"))
-    for rel in relations:
-        if rel.name in fields:
-            raise Unsupported(f"relation {rel.name!r} has the name of a column")
+    for rel in relations:  # never named like a column (plan.resolve_index refuses that)
         child = rel.table.table.alias()
         cond = sa.and_(*[child.c[r] == table.c[lc] for lc, r in zip(rel.local_key, rel.remote_key, strict=True)])
         obj = canonical_object(child, rel.table, rel.emit, rel.children)
@@ -131,6 +148,7 @@ def _concat(parts: list[Any]) -> Any:
 def canonical_document(root: Any, info: TableInfo, emit: Sequence[str], relations: Sequence[RelationPlan]) -> Any:
     """The root row's canonical JSON as text, or None when a type keeps the decoding path."""
     try:
-        return canonical_object(root, info, emit, relations).label("doc")
+        text = canonical_object(root, info, emit, relations)
     except Unsupported:
         return None
+    return sa.cast(text, sa.Text).label("doc")  # text even when it is a bare literal ("{}")

@@ -25,9 +25,12 @@ class PostgresSource(Source):
         if not isinstance(url_options, str):
             url_options = " ".join(url_options)
         timeout_ms = max(1, round(self.statement_timeout_s * 1000))
-        # extra_float_digits=1 (PostgreSQL's default, stated so a role's setting cannot change it):
-        # floats as their shortest round-trip digits, which documents/canonical_sql.py relies on
-        options = f"{url_options} -c statement_timeout={timeout_ms} -c extra_float_digits=1".strip()
+        # Stated so that a database's or role's settings cannot change them, because
+        # documents/canonical_sql.py hands the server's bytes over as they are: UTF-8 (a LATIN1
+        # database would otherwise send LATIN1), and floats as their shortest round-trip digits
+        # (extra_float_digits=1, PostgreSQL's default).
+        settings = f"-c statement_timeout={timeout_ms} -c client_encoding=UTF8 -c extra_float_digits=1"
+        options = f"{url_options} {settings}".strip()
         return {"pool_pre_ping": True, "connect_args": {"options": options}}
 
     def page_options(self) -> dict[str, Any]:

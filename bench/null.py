@@ -14,7 +14,7 @@ because this machine is shared and noisy:
 - the peer: PGSync 7.3 moved such documents at about 2,400 docs/s into a null endpoint on this
   machine (shared/DESIGN.md); a constant, since PGSync is not installed here.
 
-The reindex runs end to end (a subprocess, Spark start-up included) on ~2 KB nested documents
+The reindex runs end to end (a subprocess, Spark start-up included) on ~2.4 KB nested documents
 (src/sparkindex/demo/large.py) while a sampler reads each process's peak RSS once a second
 (``VmHWM`` is the kernel's high-water mark, so a coarse sampler misses no peak of a process it
 sees; one sample a second costs the pipeline next to nothing). A second, smaller run with the
@@ -22,7 +22,7 @@ same partition size shows whether a Python worker's peak grows with the row coun
 
     BENCH=null .venv/bin/python -m bench.run
     BENCH_QUICK=1 BENCH=null .venv/bin/python -m bench.run
-    BENCH_NULL_ROWS=1000000 BENCH_NULL_MEMORY_SMALL=100000 .venv/bin/python -m bench.null
+    BENCH_NULL_ROWS=1000000 BENCH_NULL_MEMORY_SMALL=250000 .venv/bin/python -m bench.null
 
 ``BENCH_NULL_ROWS`` (default 1,000,000); ``BENCH_NULL_MEMORY_SMALL`` (default a quarter of it; 0
 skips the second run). Not a tenth: at 100,000 rows the driver's head start had run nearly every

@@ -280,16 +280,42 @@ def test_a_document_without_fields_is_an_empty_object(source: PostgresSource) ->
     assert [(d.id, d.source) for d in docs] == [("1", b"{}")]
 
 
-def test_documents_are_utf8_whatever_client_encoding_the_url_asks(source: PostgresSource) -> None:
+@pytest.mark.parametrize("how", ["options", "query", "environment"])
+def test_documents_are_utf8_whatever_client_encoding_is_asked(
+    source: PostgresSource, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = sa.make_url(source.url)
     options = url.query["options"]
-    latin1 = url.update_query_dict({"options": f"{options} -cclient_encoding=LATIN1"}).render_as_string(False)
-    other = PostgresSource(latin1)
+    if how == "options":
+        url = url.update_query_dict({"options": f"{options} -cclient_encoding=LATIN1"})
+    elif how == "query":
+        url = url.update_query_dict({"client_encoding": "LATIN1"})
+    else:
+        monkeypatch.setenv("PGCLIENTENCODING", "LATIN1")
+    other = PostgresSource(url.render_as_string(False))
     try:
-        plan = resolve_index(other, IndexConfig(alias="owners", table="owners", id=["name"]), "indexes[0]")
         with other.engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM owners WHERE name = 'Øresund é'"))
             conn.execute(sa.text("INSERT INTO owners VALUES ('Øresund é', NULL, NULL)"))
+        plan = resolve_index(other, IndexConfig(alias="owners", table="owners", id=["name"]), "indexes[0]")
         docs, _ = _same_on_both_paths(other, plan)
         assert b'"name":"\xc3\x98resund \xc3\xa9"' in {d.id: d.source for d in docs}["Øresund é"]
     finally:
         other.close()
+
+
+def test_a_server_before_postgresql_12_keeps_the_decoding_path(source: PostgresSource) -> None:
+    """PostgreSQL 11 wrote floats with %.16g, not their shortest digits (it cannot run here; its
+    version number, as the dialect read it, stands in for it)."""
+    plan = _plan(source)
+    expected, _ = _all(JsonAggregationBuilder(source, plan, server_canonical=False))
+    dialect = source.engine.dialect
+    real = dialect.server_version_info
+    dialect.server_version_info = (11, 22)
+    try:
+        builder = JsonAggregationBuilder(source, plan)
+        docs, _ = _all(builder)
+        assert not builder.writes_canonical
+    finally:
+        dialect.server_version_info = real
+    assert [(d.id, d.source) for d in docs] == [(d.id, d.source) for d in expected]

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import DOMAIN
 
 from sparkindex.documents.plan import RelationPlan
 from sparkindex.sources.base import TableInfo
@@ -30,16 +29,9 @@ def float_paths(table: TableInfo, emit: Sequence[str], relations: Sequence[Relat
     """The float columns of this level and of the relations below it. Relations without a float
     column anywhere beneath them are left out, so that checking a document never walks children
     that cannot hold one (the walk was about a fifth of building time on the large documents)."""
-    floats = frozenset(c for c in emit if isinstance(_base_type(table.columns[c].type), sa.Float | sa.Numeric))
+    floats = frozenset(c for c in emit if isinstance(table.columns[c].type, sa.Float | sa.Numeric))
     children = {r.name: float_paths(r.table, r.emit, r.children) for r in relations}
     return floats, {name: sub for name, sub in children.items() if sub[0] or sub[1]}
-
-
-def _base_type(kind: Any) -> Any:
-    """A domain's base type (a domain over double precision holds floats like its base)."""
-    while isinstance(kind, DOMAIN):
-        kind = kind.data_type
-    return kind
 
 
 def _items(doc: dict[str, Any], name: str) -> list[Any]:

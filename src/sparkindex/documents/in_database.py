@@ -17,6 +17,7 @@ of client CPU a large benchmark document took (psycopg's fetch 12.3 -> 4.1 us a 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ import orjson
 import sqlalchemy as sa
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
-from sqlalchemy.dialects.postgresql import DOMAIN, aggregate_order_by
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Page, Row
 from sparkindex.documents.canonical_sql import SLOW_MARK, canonical_document
@@ -33,6 +34,8 @@ from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.errors import DocumentError
 from sparkindex.keys import document_id
 from sparkindex.sources.base import KeyRange, Source, coerce_key
+
+log = logging.getLogger(__name__)
 
 #: the execution option naming the type of the document column, which the statement's cursor
 #: then loads as bytes (see :func:`raw_document_cursor`)
@@ -55,11 +58,6 @@ class RawDocumentLoader(Loader):
 
     def load(self, data: Buffer) -> bytes:
         return bytes(data)
-
-
-def _is_text(kind: Any) -> bool:
-    """Whether a column's values reach the client typed ``text`` (a domain as its base type)."""
-    return isinstance(kind, sa.TEXT) or (isinstance(kind, DOMAIN) and _is_text(kind.data_type))
 
 
 class JsonAggregationBuilder(DocumentBuilder):
@@ -85,6 +83,27 @@ class JsonAggregationBuilder(DocumentBuilder):
         #: built once: the statement only gains its page's bounds (rebuilding the nested
         #: json_build_object tree and its cache key per page cost about 1 us a document)
         self._doc_select = self._select()
+        self._server_checked = self._canonical is None
+
+    def _check_server(self, conn: sa.Connection) -> None:
+        """On the first statement: keep the server-written path only where the server's text is
+        what canonical_sql assumes: UTF-8 (a SQL_ASCII database converts nothing, so its bytes
+        may be anything) and shortest round-trip floats (PostgreSQL 12 on; 11 wrote %.16g)."""
+        if self._server_checked:
+            return
+        self._server_checked = True
+        encoding = conn.connection.dbapi_connection.info.parameter_status("server_encoding")  # type: ignore[union-attr]
+        version = conn.dialect.server_version_info or (0,)
+        if encoding != "UTF8" or version < (12,):
+            log.warning(
+                "table %r: documents are re-encoded in Python (the server's encoding is %s, version %s)",
+                self.plan.table.name,
+                encoding or "?",
+                ".".join(map(str, version)),
+            )
+            self._canonical = None
+            self._options = {RAW_DOCUMENT_OPTION: "json"}
+            self._doc_select = self._select()
 
     @property
     def writes_canonical(self) -> bool:
@@ -115,7 +134,8 @@ class JsonAggregationBuilder(DocumentBuilder):
             # The cursor loads ``text`` as bytes for the document, so a key or version column
             # of type text travels as varchar (binary-coercible: the same value, no conversion).
             beside = [
-                sa.cast(c, sa.String).label(c.name) if _is_text(c.type) else c for c in [*self._keys, *self._extra]
+                sa.cast(c, sa.String).label(c.name) if isinstance(c.type, sa.TEXT) else c
+                for c in [*self._keys, *self._extra]
             ]
             return sa.select(*beside, self._canonical)
         doc = self._object(self._root, self.plan.emit, self.plan.embedded)
@@ -170,8 +190,9 @@ class JsonAggregationBuilder(DocumentBuilder):
         return docs, failures
 
     def page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
-        with self.source.connect(f"a page of documents from table {self.plan.table.name!r}", **self._options) as conn:
-            rows = conn.execute(self.statement(rng, after, limit)).fetchall()
+        with self.source.connect(f"a page of documents from table {self.plan.table.name!r}") as conn:
+            self._check_server(conn)
+            rows = conn.execute(self.statement(rng, after, limit), execution_options=self._options).fetchall()
         docs, failures = self._documents(rows)
         last = tuple(rows[-1][: len(self._keys)]) if rows else None
         return Page(docs, failures, len(rows), last, len(docs) + len(failures) - len(rows))
@@ -181,10 +202,12 @@ class JsonAggregationBuilder(DocumentBuilder):
         n = len(self._keys)
         per = max(1, self.source.max_in_params // n)
         rows: list[Row] = []
-        with self.source.connect(f"documents of table {self.plan.table.name!r} by key", **self._options) as conn:
+        with self.source.connect(f"documents of table {self.plan.table.name!r} by key") as conn:
+            self._check_server(conn)
             for i in range(0, len(wanted), per):
                 chunk = wanted[i : i + per]
                 cond = self._keys[0].in_([k[0] for k in chunk]) if n == 1 else sa.tuple_(*self._keys).in_(chunk)
-                rows.extend(conn.execute(self._doc_select.where(cond).order_by(*self._keys)).fetchall())
+                stmt = self._doc_select.where(cond).order_by(*self._keys)
+                rows.extend(conn.execute(stmt, execution_options=self._options).fetchall())
         docs, failures = self._documents(rows)
         return docs, failures, self._missing(wanted, [tuple(r[:n]) for r in rows])

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import DOMAIN
 
 from sparkindex.sources.base import KeyRange, Source, TableInfo
 from sparkindex.sources.partitioning import distinct_in_order, ranges_from_boundaries, split_by_range_or_walk
@@ -26,12 +27,18 @@ class PostgresSource(Source):
             url_options = " ".join(url_options)
         timeout_ms = max(1, round(self.statement_timeout_s * 1000))
         # Stated so that a database's or role's settings cannot change them, because
-        # documents/canonical_sql.py hands the server's bytes over as they are: UTF-8 (a LATIN1
-        # database would otherwise send LATIN1), and floats as their shortest round-trip digits
-        # (extra_float_digits=1, PostgreSQL's default).
-        settings = f"-c statement_timeout={timeout_ms} -c client_encoding=UTF8 -c extra_float_digits=1"
-        options = f"{url_options} {settings}".strip()
-        return {"pool_pre_ping": True, "connect_args": {"options": options}}
+        # documents/canonical_sql.py hands the server's bytes over as they are: floats as their
+        # shortest round-trip digits (extra_float_digits=1, PostgreSQL's default), and UTF-8 (a
+        # LATIN1 database would send LATIN1): a connection keyword, which wins over the URL's
+        # query and PGCLIENTENCODING (an "-c client_encoding" option would not).
+        options = f"{url_options} -c statement_timeout={timeout_ms} -c extra_float_digits=1".strip()
+        return {"pool_pre_ping": True, "connect_args": {"options": options, "client_encoding": "UTF8"}}
+
+    def column_reflect(self, inspector: Any, table: sa.Table, column_info: dict[str, Any]) -> None:
+        col_type = column_info["type"]
+        while isinstance(col_type, DOMAIN):  # its values are its base type's, on the wire too
+            col_type = col_type.data_type
+        column_info["type"] = col_type
 
     def page_options(self) -> dict[str, Any]:
         return {"stream_results": True, "yield_per": 5000}

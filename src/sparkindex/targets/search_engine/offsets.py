@@ -210,15 +210,23 @@ class IndexOffsets:
             {"term": {"doc_type": "processed_event"}},
             {"term": {"namespace": self.namespace}},
             {"term": {"consumer_group": group}},
+            {"exists": {"field": "source_index"}},
         ]
         newest: dict[str, GroupOffset] = {}
-        while True:
+        for _ in range(PAGE):  # aliases are few; the bound only stops an engine that misbehaves
             seen = [{"terms": {"source_index": sorted(newest)}}] if newest else []
             hits = self._search(base, size=1, newest_first=True, excluding=seen)
             if not hits:
                 break
             event = _offset(hits[0])
+            if event.alias in newest:
+                raise PermanentError(
+                    f"offsets index {self.index!r} answered a search for aliases other than "
+                    f"{sorted(newest)} with {event.alias!r}: the engine ignored must_not"
+                )
             newest[event.alias] = event
+        else:
+            raise PermanentError(f"offsets index {self.index!r}: more than {PAGE} aliases in group {group!r}")
         return [
             event
             for alias, event in sorted(newest.items())

@@ -313,12 +313,16 @@ class State:
                 raise HttpError(400, "action_request_validation_exception", "index is missing")
             index = self.write_index(name)
         except HttpError as exc:
-            error = orjson.dumps(exc.body()["error"]).replace(b"%", b"%%")
+            error = orjson.dumps(exc.body()["error"])
             head = b'{"%s":{"_index":%s,"_id":' % (op.encode(), orjson.dumps(name).replace(b"%", b"%%"))
-            brief = (
-                b'{"%s":{"status":%d,"error":' % (op.encode(), exc.status) + orjson.dumps(exc.body()["error"]) + b"}}"
+            brief = b'{"%s":{"status":%d,"error":' % (op.encode(), exc.status) + error + b"}}"
+            full = (
+                head
+                + b'%s,"_version":%d,"_seq_no":%d,"status":'
+                + b'%d,"error":' % exc.status
+                + error.replace(b"%", b"%%")
+                + b"}}"
             )
-            full = head + b'%s,"_version":%d,"_seq_no":%d,"status":' + b'%d,"error":' % exc.status + error + b"}}"
             return None, full, brief
         result, status = {"delete": (b"deleted", 200), "update": (b"updated", 200)}.get(op, (b"created", 201))
         head = b'{"%s":{"_index":%s,"_id":' % (op.encode(), orjson.dumps(index).replace(b"%", b"%%"))

@@ -153,11 +153,11 @@ def current_parents(plan: IndexPlan, source: Source, doc_ids: Iterable[str]) -> 
     wanted: dict[str, list[Key]] = {}
     by_name = {rel.name: rel for rel in plan.joins}
     for doc_id in doc_ids:
-        name, _, _ = doc_id.partition(":")
+        name, _, key_text = doc_id.partition(":")
         rel = by_name.get(name)
         if rel is None:
             continue
-        key = parse_key(rel.table, rel.id_columns, doc_id.partition(":")[2])  # typed from the id's text
+        key = parse_key(rel.table, rel.id_columns, key_text)  # typed from the id's text
         if key is not None:
             wanted.setdefault(name, []).append(key)
     parents: dict[Key, None] = {}

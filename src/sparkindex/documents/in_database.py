@@ -68,22 +68,28 @@ class JsonAggregationBuilder(DocumentBuilder):
         self._root = plan.table.table.alias("r0")
         self._keys = [self._root.c[k] for k in plan.id_columns]
         self._extra = [self._root.c[plan.version]] if plan.version else []
-        self._options: dict[str, Any] = {}
         engine = source.engine
-        psycopg = engine.dialect.driver == "psycopg"
+        self._psycopg = engine.dialect.driver == "psycopg"
+        if self._psycopg and not sa.event.contains(engine, "before_cursor_execute", raw_document_cursor):
+            sa.event.listen(engine, "before_cursor_execute", raw_document_cursor)
+        canonical = None
+        if self._psycopg and server_canonical and plan.join_field is None:
+            canonical = canonical_document(self._root, plan.table, plan.emit, plan.embedded)
+        self._use(canonical)
+        self._server_checked = canonical is None
+
+    def _use(self, canonical: Any) -> None:
+        """Take the server-written canonical JSON (*canonical*), or ``json_build_object`` when
+        None; how the cursor loads the document column and the statement follow from it."""
         #: the server writes canonical JSON itself (see canonical_sql)
-        self._canonical: Any = None
-        if psycopg and server_canonical and plan.join_field is None:
-            self._canonical = canonical_document(self._root, plan.table, plan.emit, plan.embedded)
-        if psycopg:
-            if not sa.event.contains(engine, "before_cursor_execute", raw_document_cursor):
-                sa.event.listen(engine, "before_cursor_execute", raw_document_cursor)
-            # canonical: a text column, the statement's only one (see _select); else json
-            self._options = {RAW_DOCUMENT_OPTION: "text" if self._canonical is not None else "json"}
+        self._canonical = canonical
+        # canonical: a text column, the statement's only one (see _select); else json
+        self._options: dict[str, Any] = {}
+        if self._psycopg:
+            self._options = {RAW_DOCUMENT_OPTION: "text" if canonical is not None else "json"}
         #: built once: the statement only gains its page's bounds (rebuilding the nested
         #: json_build_object tree and its cache key per page cost about 1 us a document)
         self._doc_select = self._select()
-        self._server_checked = self._canonical is None
 
     def _check_server(self, conn: sa.Connection) -> None:
         """On the first statement: keep the server-written path only where the server's text is
@@ -101,9 +107,7 @@ class JsonAggregationBuilder(DocumentBuilder):
                 encoding or "?",
                 ".".join(map(str, version)),
             )
-            self._canonical = None
-            self._options = {RAW_DOCUMENT_OPTION: "json"}
-            self._doc_select = self._select()
+            self._use(None)
 
     @property
     def writes_canonical(self) -> bool:
@@ -164,23 +168,20 @@ class JsonAggregationBuilder(DocumentBuilder):
         n = len(self._keys)
         canonical = self._canonical is not None
         for row in rows:
-            raw = row[-1]
-            if canonical:
-                if SLOW_MARK not in raw:
-                    done = self.finish_canonical(row[:n], raw, row[n] if self._extra else None)
-                    if isinstance(done, DocumentError):
-                        failures.append(done)
-                    else:
-                        docs.append(done)
+            raw, version = row[-1], (row[n] if self._extra else None)
+            result: BuiltDocument | DocumentError
+            if canonical and SLOW_MARK not in raw:
+                result = self.finish_canonical(row[:n], raw, version)
+            else:
+                if canonical:
+                    raw = raw.replace(SLOW_MARK, b"")  # PostgreSQL's own JSON: decoded as before
+                try:
+                    body = orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    failures.append(DocumentError(document_id(row[:n]), str(exc), "InvalidJSON"))
                     continue
-                raw = raw.replace(SLOW_MARK, b"")  # PostgreSQL's own JSON: decoded as before
-            try:
-                body = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                failures.append(DocumentError(document_id(row[:n]), str(exc), "InvalidJSON"))
-                continue
-            restore_floats(body, self._floats)
-            result = self.finish(row[:n], body, row[n] if self._extra else None)
+                restore_floats(body, self._floats)
+                result = self.finish(row[:n], body, version)
             if isinstance(result, DocumentError):
                 failures.append(result)
             else:

@@ -69,5 +69,20 @@ class LockHeld(SparkIndexError):
     """Another live process holds the lock for an alias; this run refuses to start."""
 
 
+class LogGap(PermanentError):
+    """The change log cannot serve from a consumer's stored position (a slot dropped or created
+    again, binlogs purged, an alias built without an offset): changes in between are gone from
+    the log. A sync heals it (``sync.on_gap: reconcile``) or refuses (``fail``, exit 3); it never
+    carries on as if nothing happened."""
+
+    def __init__(
+        self, message: str, *, alias: str | None = None, stored: int | None = None, available: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.alias = alias
+        self.stored = stored
+        self.available = available
+
+
 class JobStopped(SparkIndexError):
     """The job was stopped by a user; a rerun resumes it."""

@@ -12,7 +12,6 @@ what was committed since the store's position (on sources whose position is ours
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Sequence
 
@@ -30,10 +29,7 @@ def offsets_namespace(pipeline: Pipeline) -> str:
     """Whose offsets these are, in an offsets index several pipelines may share: the pipeline's
     coordination store and prefix (what kept their offsets apart in the store), hashed (the URL
     may hold a password), unless ``sync.offsets_namespace`` names it."""
-    if pipeline.sync.offsets_namespace:
-        return pipeline.sync.offsets_namespace
-    identity = f"{pipeline.coordination_url()}|{pipeline.coordination.prefix}"
-    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return pipeline.namespace()
 
 
 def open_consumer_offsets(pipeline: Pipeline, store_engine: Engine, target: Callable[[], Target]) -> ConsumerOffsets:

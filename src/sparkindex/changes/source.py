@@ -53,6 +53,18 @@ class Lag:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Gap:
+    """Why the log cannot serve every change after a stored offset (see :meth:`ChangeSource.continuity`)."""
+
+    #: what happened, for people: names the slot, GTID or setting and both positions
+    reason: str
+    #: the stored position the log can no longer serve from
+    stored: int
+    #: the oldest position the log can serve from now, when the source knows it
+    available: int | None = None
+
+
 class ChangeSource(ABC):
     """Reads committed changes of the watched tables, in commit order, from an offset."""
 
@@ -97,6 +109,17 @@ class ChangeSource(ABC):
     @abstractmethod
     def head(self) -> dict[str, Any]:
         """The offset of the newest committed change, for "apply everything committed by now"."""
+
+    def continuity(self, offset: Mapping[str, Any]) -> Gap | None:
+        """Whether the log can still serve every change committed after *offset* (a consumer's
+        stored offset); a :class:`Gap` says why not. Asked before reading anything on every start
+        and again whenever a read fails: a slot dropped and created again, or a purged binlog,
+        must never look like a quiet database. Sources that keep no log (polling) have no gap."""
+        return None
+
+    def prepare(self) -> None:
+        """Server-side housekeeping before :meth:`continuity` is asked (a slot named the old way
+        adopted under its new name). Idempotent."""
 
     def acknowledge(self, offset: Mapping[str, Any]) -> None:
         """Everything up to *offset* is durable in the target: server-side state may let it go."""

@@ -6,6 +6,7 @@ being ignored. Defaults follow the seeds (OpenMetadata's timeouts and partition 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -255,6 +256,10 @@ class SyncConfig(_Strict):
     #: whose offsets, in an offsets index several pipelines share (default: derived from the store)
     offsets_namespace: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_\-]{1,64}$")
     server_id: int = Field(default=7301, gt=0, description="MySQL/MariaDB replica server id")
+    #: what a sync does when the log cannot serve its stored position (a slot dropped, binlogs
+    #: purged, an alias without an offset): verify and repair the aliases on Spark, then stream
+    #: from the new position; or refuse with exit 3, naming the gap
+    on_gap: Literal["reconcile", "fail"] = "reconcile"
 
 
 class IndexConfig(_Strict):
@@ -423,6 +428,16 @@ class Pipeline(_Strict):
         if self.coordination.url:
             return resolve_sqlite_url(self.coordination.url, self._base_dir)
         return f"sqlite:///{(self._base_dir / '.sparkindex' / 'state.db').resolve()}"
+
+    def namespace(self) -> str:
+        """Whose server-side state this is (slots, offsets in a shared index): the pipeline's
+        coordination store and prefix, hashed (the URL may hold a password), unless
+        ``sync.offsets_namespace`` names it. Two pipelines that keep their coordination apart
+        never share a slot or an offset."""
+        if self.sync.offsets_namespace:
+            return self.sync.offsets_namespace
+        identity = f"{self.coordination_url()}|{self.coordination.prefix}"
+        return hashlib.sha256(identity.encode()).hexdigest()[:16]
 
     def source_url(self) -> str:
         return resolve_tantivy_url(resolve_sqlite_url(self.source.url, self._base_dir), self._base_dir)

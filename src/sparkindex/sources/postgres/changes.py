@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import logging
 import re
 import time
@@ -37,9 +38,9 @@ import psycopg
 import sqlalchemy as sa
 
 from sparkindex.changes.model import Batch, Change
-from sparkindex.changes.source import ChangeSource, Lag
+from sparkindex.changes.source import ChangeSource, Gap, Lag
 from sparkindex.config.secrets import redact_url
-from sparkindex.errors import ConfigError, TransientError
+from sparkindex.errors import ConfigError, LogGap, PermanentError, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,33 @@ def lsn_text(value: int) -> str:
     return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
 
 
-def slot_name(prefix: str, consumer: str) -> str:
-    """A valid slot name (lower case letters, digits, underscores; at most 63 characters)."""
-    name = re.sub(r"[^a-z0-9_]", "_", f"{prefix}_{consumer}".lower())
-    return name[:63]
+#: PostgreSQL's limit on a slot's name
+SLOT_NAME_MAX = 63
+
+
+def slot_name(prefix: str, database: str, namespace: str, consumer: str) -> str:
+    """The slot of one consumer of one pipeline on one database.
+
+    Slot names are cluster-wide but a logical slot belongs to one database, so two pipelines on
+    one server (two databases, or two coordination stores on one database) must never meet on a
+    name: the name ends in a hash of the database, the pipeline's namespace (its coordination
+    store and prefix) and the consumer. The readable parts (database, consumer) are cut to fit
+    PostgreSQL's 63 characters; the hash keeps the name unique whatever was cut."""
+    digest = hashlib.sha256(f"{database}|{namespace}|{consumer}".encode()).hexdigest()[:10]
+    room = SLOT_NAME_MAX - len(prefix) - len(digest) - 3
+    db, who = _slot_part(database), _slot_part(consumer)
+    db = db[: max(0, min(len(db), room // 2, room - len(who)))]
+    who = who[: max(0, room - len(db))]
+    return "_".join(part for part in (prefix, db, who, digest) if part)
+
+
+def legacy_slot_name(prefix: str, consumer: str) -> str:
+    """How slots were named before they carried the database and namespace (adopted on start)."""
+    return re.sub(r"[^a-z0-9_]", "_", f"{prefix}_{consumer}".lower())[:SLOT_NAME_MAX]
+
+
+def _slot_part(text: str) -> str:
+    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", text.lower())).strip("_")
 
 
 class PostgresChangeSource(ChangeSource):
@@ -69,8 +93,10 @@ class PostgresChangeSource(ChangeSource):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.slot = slot_name(self.pipeline.sync.slot, self.consumer)
         url = sa.make_url(self.source.url).set(drivername="postgresql")
+        self.database = str(url.database or "")
+        self.slot = slot_name(self.pipeline.sync.slot, self.database, self.pipeline.namespace(), self.consumer)
+        self.legacy_slot = legacy_slot_name(self.pipeline.sync.slot, self.consumer)
         self._dsn = url.render_as_string(hide_password=False)
         self._conn: psycopg.Connection[Any] | None = None
         self._names: dict[tuple[str, str], str] | None = None
@@ -90,6 +116,18 @@ class PostgresChangeSource(ChangeSource):
             raise TransientError(f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}") from None
         except psycopg.errors.ObjectInUse as exc:  # the slot is being read by another session
             raise TransientError(f"slot {self.slot!r}: {what}: {_first_line(exc)}") from None
+        except psycopg.errors.UndefinedObject as exc:  # the slot went away between two statements
+            raise LogGap(f"replication slot {self.slot!r}: {what}: {_first_line(exc)}") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise PermanentError(
+                f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}; change capture needs the "
+                "REPLICATION attribute (ALTER ROLE ... WITH REPLICATION) or a superuser"
+            ) from None
+        except psycopg.errors.ObjectNotInPrerequisiteState as exc:
+            # "replication slot ... was not created in this database", wal_level changed under us
+            raise PermanentError(f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}") from None
+        except psycopg.Error as exc:  # any other refusal repeats itself: never retried for ever
+            raise PermanentError(f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}") from None
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
@@ -160,7 +198,69 @@ class PostgresChangeSource(ChangeSource):
         row = cur.fetchone()
         return None if row is None or row[0] is None else lsn_int(row[0])
 
+    def _slot_row(self, cur: psycopg.Cursor[Any], name: str) -> tuple[str | None, int | None, bool] | None:
+        """(database, confirmed position, in this database) of slot *name*, None if there is none."""
+        cur.execute(
+            "SELECT database, confirmed_flush_lsn::text, database = current_database() FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (name,),
+        )
+        row = cur.fetchone()
+        if row is None:
+            return None
+        return row[0], (None if row[1] is None else lsn_int(row[1])), bool(row[2])
+
+    def _refuse_foreign(self, found: tuple[str | None, int | None, bool] | None) -> None:
+        if found is not None and not found[2]:
+            raise PermanentError(
+                f"replication slot {self.slot!r} belongs to database {found[0]!r}, not to {self.database!r}: "
+                "a slot reads one database only. Give this pipeline its own sync.slot prefix"
+            )
+
+    def prepare(self) -> None:
+        """Adopt a slot named the old way (``<prefix>_<consumer>``) of this database: copied under
+        the new name with its position (``pg_copy_logical_replication_slot``), then dropped, so no
+        WAL is retained for a name nobody reads any more. One of another database is left alone."""
+        if self.legacy_slot == self.slot:
+            return
+        with self._cursor(f"adopting slot {self.legacy_slot!r}") as cur:
+            legacy = self._slot_row(cur, self.legacy_slot)
+            if legacy is None or not legacy[2]:
+                return
+            if self._slot_row(cur, self.slot) is None:
+                with contextlib.suppress(psycopg.errors.DuplicateObject):  # adopted by another process just now
+                    cur.execute("SELECT pg_copy_logical_replication_slot(%s, %s)", (self.legacy_slot, self.slot))
+            cur.execute("SELECT pg_drop_replication_slot(%s)", (self.legacy_slot,))
+            log.warning(
+                "replication slot %s adopted as %s (slots now carry the database and pipeline)",
+                self.legacy_slot,
+                self.slot,
+            )
+
+    def continuity(self, offset: Mapping[str, Any]) -> Gap | None:
+        stored = self.position(offset)
+        with self._cursor(f"checking slot {self.slot!r}") as cur:
+            found = self._slot_row(cur, self.slot)
+        self._refuse_foreign(found)
+        if found is None:
+            return Gap(
+                f"replication slot {self.slot!r} does not exist (dropped by hand, by another pipeline's "
+                f"--drop-slot, or lost in a failover); the WAL after the stored position {lsn_text(stored)} is gone",
+                stored,
+            )
+        at = found[1] or 0
+        if at > stored:
+            return Gap(
+                f"replication slot {self.slot!r} confirms {lsn_text(at)}, past the stored position {lsn_text(stored)} "
+                "(created again, or advanced by another reader): what committed in between is gone from the log",
+                stored,
+                at,
+            )
+        return None
+
     def start(self) -> dict[str, Any]:
+        with self._cursor(f"checking slot {self.slot!r}") as cur:
+            self._refuse_foreign(self._slot_row(cur, self.slot))
         with self._cursor(f"creating slot {self.slot!r}") as cur:
             position = self._slot_position(cur)
             if position is None:
@@ -215,7 +315,7 @@ class PostgresChangeSource(ChangeSource):
         with self._cursor(f"advancing slot {self.slot!r}") as cur:
             current = self._slot_position(cur)
             if current is None:
-                raise TransientError(f"replication slot {self.slot!r} is gone (dropped while sync ran?)")
+                raise LogGap(f"replication slot {self.slot!r} disappeared while the sync ran", stored=target)
             cur.execute("SELECT pg_current_wal_flush_lsn()::text")
             row = cur.fetchone()
             flushed = lsn_int(row[0]) if row else 0
@@ -258,9 +358,18 @@ class PostgresChangeSource(ChangeSource):
         upto = None if until is None else lsn_text(self.position(until))
         with self._cursor(f"reading slot {self.slot!r}") as cur:
             names = self._table_names(cur)
-            slot_at = self._slot_position(cur)
+            found = self._slot_row(cur, self.slot)
+            self._refuse_foreign(found)
+            slot_at = None if found is None else found[1]
             if slot_at is None:
-                raise TransientError(f"replication slot {self.slot!r} does not exist; it is created at start")
+                raise LogGap(f"replication slot {self.slot!r} disappeared while the sync ran", stored=after)
+            if slot_at > after:
+                raise LogGap(
+                    f"replication slot {self.slot!r} confirms {lsn_text(slot_at)}, past the position read from "
+                    f"{lsn_text(after)}: created again, or advanced by another reader",
+                    stored=after,
+                    available=slot_at,
+                )
             if slot_at < after:
                 # acknowledged in the store but not in the slot (a crash between the two): catch up
                 cur.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self.slot, lsn_text(after)))

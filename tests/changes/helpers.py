@@ -92,6 +92,14 @@ class Shop:
             target.close()
 
 
+def slot_of(shop: Shop, consumer: str) -> str:
+    """The replication slot a consumer of the shop's pipeline reads (named per database and pipeline)."""
+    from sparkindex.sources.postgres.changes import slot_name
+
+    database = str(sa.make_url(shop.url).database)
+    return slot_name(shop.pipeline.sync.slot, database, shop.pipeline.namespace(), consumer)
+
+
 def write_pipeline(directory: Path, url: str, slot: str, extra: str = "", target: str | None = None) -> Pipeline:
     text = PIPELINE_YAML.format(partition_size=100).replace("master: local[*,4]", "master: local[2,4]")
     text = text.replace("url: sqlite:///shop.db", f"url: {url}")

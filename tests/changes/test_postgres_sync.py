@@ -86,7 +86,9 @@ def test_a_second_run_applies_nothing_twice_and_keeps_its_position(shop: Shop, s
     assert first.applied == 20
     again = shop.sync(spark)
     assert (again.applied, again.deleted) == (0, 0)
-    assert again.position == first.position
+    # a bounded run stores the head it caught up to: WAL written since (a checkpoint, another
+    # database's commits) moves it on, never back
+    assert again.position >= first.position
 
 
 def test_delete_needs_replica_identity_full_names_the_table(shop: Shop, spark: Any) -> None:

@@ -9,7 +9,7 @@ import socket
 
 from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.runner import LOCK_TTL_S, sync_lock_key
+from sparkindex.changes.runner import LOCK_TTL_S, source_key, sync_lock_key
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.changes.source import open_change_source
 from sparkindex.config.model import Pipeline
@@ -18,11 +18,12 @@ from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 
 
-def request_sync_stop(store: CoordinationStore, group: str) -> str | None:
-    """Stop the running sync of *group*: take its lock over (the sync notices within seconds
-    and stops after its current batch) and, on this host, send it SIGTERM at once. Returns the
-    holder that was asked to stop, or None when no sync of the group runs."""
-    key = sync_lock_key(group)
+def request_sync_stop(store: CoordinationStore, pipeline: Pipeline, group: str | None = None) -> str | None:
+    """Stop the running sync of *group* (default: the pipeline's) on the pipeline's source: take
+    its lock over (the sync notices within seconds and stops after its current batch) and, on
+    this host, send it SIGTERM at once. Returns the holder that was asked to stop, or None when
+    no sync of the group runs."""
+    key = sync_lock_key(group or pipeline.sync.group, source_key(pipeline))
     lock = store.locks.get(key)
     if lock is None or lock.expires_at <= 0:
         return None

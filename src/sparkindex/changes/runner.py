@@ -15,6 +15,7 @@ One sync runs per consumer group at a time (a lock, ``sync:<group>``, kept alive
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import shutil
 import tempfile
@@ -22,13 +23,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 import orjson
 
 from sparkindex.changes.consumer_offsets import carry_over, open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
+from sparkindex.changes.gaps import AliasGap, find_gaps, reconcile, refusal
 from sparkindex.changes.restarts import BOUNDED_WINDOW_S, WINDOW_S, StreamRestarts
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.changes.source import ChangeSource, open_change_source
@@ -36,7 +38,8 @@ from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import GroupOffset, OffsetStore
 from sparkindex.coordination.recovery import holder_is_dead, holder_name
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.errors import ConfigError, PermanentError, SparkIndexError, TransientError
+from sparkindex.coordination.sync_events import SyncEvents
+from sparkindex.errors import ConfigError, LogGap, PermanentError, SparkIndexError, TransientError
 from sparkindex.jobs.keeper import LockKeeper
 from sparkindex.jobs.planning import selected_aliases
 from sparkindex.retry import Backoff
@@ -49,10 +52,23 @@ LOCK_TTL_S = 30.0
 LOCK_REFRESH_S = 2.0
 #: how often a running sync measures how much log the source retains for it
 LAG_CHECK_S = 10.0
+#: how often the driver looks for errors the log reader and the apply tasks counted
+EVENTS_CHECK_S = 1.0
 
 
-def sync_lock_key(group: str) -> str:
-    return f"sync:{group}"
+def sync_lock_key(group: str, source: str = "") -> str:
+    """One sync per consumer group and source database: two pipelines that share a coordination
+    store but read different databases never wait on each other (nor share a slot)."""
+    return f"sync:{group}@{source}" if source else f"sync:{group}"
+
+
+def source_key(pipeline: Pipeline) -> str:
+    """The source database, hashed (its URL may hold a password), for the sync's lock."""
+    import sqlalchemy as sa
+
+    url = sa.make_url(pipeline.source_url())
+    where = f"{url.get_backend_name()}://{url.host or ''}:{url.port or ''}/{url.database or ''}"
+    return hashlib.sha256(where.encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -66,6 +82,8 @@ class SyncSummary:
     group: str = "default"
     #: log the source retains for this consumer (a PostgreSQL slot's WAL), None where it keeps none
     lag_bytes: int | None = None
+    #: gaps healed by this run: per alias, what the verify/repair found (and fixed)
+    reconciled: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,8 +105,10 @@ class SyncRun:
         lock: bool = True,
         until: Callable[[int], bool] | None = None,
         holder: str | None = None,
+        on_gap: Literal["reconcile", "fail"] | None = None,
     ) -> None:
         self.pipeline = pipeline
+        self.on_gap = on_gap or pipeline.sync.on_gap
         self.aliases = selected_aliases(pipeline, aliases)
         self.group = group or pipeline.sync.group
         self.consumer = consumer or self.group
@@ -113,6 +133,11 @@ class SyncRun:
         self.streaming = threading.Event()
         self.on_ack: Callable[[int], None] | None = None
         self.error: BaseException | None = None
+        #: a bounded run that found nothing more up to the head it recorded at start
+        self._caught_up = False
+        #: the error events already shown on the terminal: (kind, count) per kind
+        self._events_seen: dict[str, int] = {}
+        self._last_progress = time.monotonic()
 
     # -- setup -------------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -126,14 +151,18 @@ class SyncRun:
         self.changes.check()
         self.store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         self.offsets = OffsetStore(self.store.engine, p.coordination.prefix)  # holds, deferred runs
+        self.events = SyncEvents(self.store.engine, p.coordination.prefix)
         #: the group's acknowledged positions: the store's, or the target's offsets index
         self.positions = open_consumer_offsets(p, self.store.engine, lambda: self.target)
 
     def _initial(self) -> dict[str, Any]:
-        """Start (and create) the source; give aliases without an offset the offset of now; return
-        the offset of the alias furthest behind (the stream's start)."""
-        now = self.changes.start()
+        """Prove the log can serve every stored offset (guarantee 9: heal or refuse a gap), start
+        (and create) the source, give new aliases the offset of now; return the offset of the
+        alias furthest behind (the stream's start)."""
+        self.changes.prepare()
         carry_over(self.pipeline, self.store.engine, self.positions, self.group, self.aliases)
+        self._heal_gaps()
+        now = self.changes.start()
         saved = self.positions.offsets(self.group)
         fresh = {a: (self.changes.position(now), now, self._index(a)) for a in self.aliases if a not in saved}
         if fresh:
@@ -141,6 +170,41 @@ class SyncRun:
             saved = self.positions.offsets(self.group)
         mine = [saved[a] for a in self.aliases]
         return min(mine, key=lambda o: o.position).offset
+
+    def _heal_gaps(self) -> bool:
+        """Find the aliases whose stored offset the log cannot serve; reconcile them (the position
+        now first, then verify/repair on Spark, then that position stored) or refuse. True when
+        a gap was healed."""
+        catch_up = bool(self.fixed_indexes)
+        index_of = (lambda _a: None) if catch_up else self.target.alias_target
+        gaps = find_gaps(self.changes, self.group, self.positions.offsets(self.group), self.aliases, index_of)
+        if not gaps:
+            return False
+        for gap in gaps:
+            self.events.record(self.group, "gap", f"{gap.alias}: {gap.reason}")
+        if catch_up or self.on_gap == "fail":
+            # a reindex's catch-up cannot repair a version nobody reads yet: its job fails, and
+            # `reindex --new` starts afresh
+            raise refusal(self.pipeline, self.group, gaps)
+        self._reconcile(gaps)
+        return True
+
+    def _reconcile(self, gaps: list[AliasGap]) -> None:
+        aliases = sorted({g.alias for g in gaps})
+        for gap in gaps:
+            log.warning("gap in the change log of group %r: %s; reconciling", self.group, gap.reason)
+        now = self.changes.start()  # P: the log serves everything after it from here on
+        found, rejected = reconcile(self.pipeline, aliases, self._spark, self.store)
+        self.positions.save(self.group, {a: (self.changes.position(now), now, self._index(a)) for a in aliases})
+        self.totals.reconciled.update(found)
+        self.totals.failed += rejected
+        self._acked = None  # the stream starts again from the stored offsets
+        log.warning(
+            "group %r: gap reconciled from position %s on: %s",
+            self.group,
+            self.changes.position(now),
+            "; ".join(f"{a}: " + ", ".join(f"{n} {k}" for k, n in c.items()) for a, c in found.items()),
+        )
 
     def _index(self, alias: str) -> str:
         fixed = self.fixed_indexes.get(alias)
@@ -160,7 +224,7 @@ class SyncRun:
         tokens: dict[str, int] = {}
         keeper = None
         if self.lock:
-            key = sync_lock_key(self.group)
+            key = sync_lock_key(self.group, source_key(self.pipeline))
             tokens[key] = self.store.locks.acquire(key, self.holder, LOCK_TTL_S, holder_is_dead=holder_is_dead)
             keeper = LockKeeper(self.store, tokens, LOCK_TTL_S, LOCK_REFRESH_S, on_lost=self._on_lock_lost)
             keeper.start()
@@ -170,6 +234,8 @@ class SyncRun:
             until = self.changes.head() if self.until_caught_up else None
             self._until = until
             self._stream(initial, until, checkpoint)
+            if self._caught_up and self.error is None:
+                self._finish_caught_up()
         finally:
             if keeper is not None:
                 keeper.stop()
@@ -180,6 +246,32 @@ class SyncRun:
         if self.error is not None:
             raise self.error
         return self._summary()
+
+    def _finish_caught_up(self) -> None:
+        """A bounded run found nothing more up to the head it recorded: where the source resumes
+        from a head exactly (a PostgreSQL LSN), the aliases are stored at that head, so that the
+        offset handed on (to a live group, after a reindex) is never below a slot made meanwhile."""
+        until = self._until
+        if until is None or not self.changes.head_is_resumable:
+            return
+        head = self.changes.position(until)
+        saved = self.positions.offsets(self.group)
+        behind = {a: (head, until, saved[a].index) for a in self.aliases if a in saved and saved[a].position < head}
+        if not behind:
+            return
+        self.positions.save(self.group, behind)
+        self._acked = dict(until)
+        self.totals.position = head
+        if self.on_ack is not None:
+            self.on_ack(head)
+        try:
+            self.changes.acknowledge(self._lowest().offset)
+        except (TransientError, LogGap) as exc:
+            log.warning("could not release the change log up to %s yet: %s", head, exc)
+
+    def _lowest(self) -> GroupOffset:
+        saved = self.positions.offsets(self.group)
+        return min((saved[a] for a in self.aliases if a in saved), key=lambda o: o.position)
 
     def _on_lock_lost(self, reason: str) -> None:
         log.warning("%s; sync stops after its current batch", reason)
@@ -207,9 +299,23 @@ class SyncRun:
             while True:
                 attempt += 1
                 batches = self.totals.batches
-                failure = self._query(initial, until, f"{checkpoint}/{attempt}", attempt)
+                try:
+                    failure = self._query(initial, until, f"{checkpoint}/{attempt}", attempt)
+                except Exception as exc:
+                    if self.stop_requested.is_set():
+                        # stopped by a signal (the JVM may have had one too) or a lost lock: the
+                        # batch in flight was not acknowledged; a rerun applies it
+                        log.info("the stream ended while stopping: %s", _brief(exc))
+                        return
+                    if isinstance(exc, SparkIndexError) and not isinstance(exc, TransientError | LogGap):
+                        raise
+                    failure = _brief(exc)
                 if failure is None or self.error is not None or self.stop_requested.is_set():
                     return
+                self.events.record(self.group, "restart", failure)
+                if self._heal_gaps():  # the failure was the log's (a slot gone, binlogs purged)
+                    initial = self._start_offset()
+                    continue
                 pause = restarts.failed(progressed=self.totals.batches > batches)
                 if pause is None:
                     self.error = PermanentError(
@@ -237,6 +343,7 @@ class SyncRun:
         wire = self.pipeline.wire_string()
         fmt = register_change_source(spark, wire, f"{self.run_id}_{attempt}")
         spec = StreamSpec(
+            self.group,
             self.consumer,
             [{"name": t.name, "link_columns": t.link_columns, "where": t.where} for t in self.tables],
             self.pipeline.sync.max_batch_changes,
@@ -267,6 +374,7 @@ class SyncRun:
 
     def _watch(self, query: Any) -> str | None:
         """Wait until stopped, caught up, or the query failed (each poll blocks on the query)."""
+        next_events = 0.0
         while not self.stop_requested.is_set():
             if query.awaitTermination(0.2):
                 break
@@ -275,14 +383,49 @@ class SyncRun:
                 self._pause_held()  # an idle sync answers a hold at once (a batch blocks on it first)
             if self.error is not None:
                 break
-            if self._done(query):
-                break
+            if time.monotonic() >= next_events:
+                next_events = time.monotonic() + EVENTS_CHECK_S
+                self._show_events()
+                if self.error is not None:
+                    break
+            try:
+                if self._done(query):
+                    self._caught_up = True
+                    break
+            except LogGap as gap:
+                return _brief(gap)  # the query is stopped; the gap is healed before the next one
         # let a batch that is being applied finish, so its acknowledgement is kept
         deadline = time.monotonic() + 60
         while self._batch_running.is_set() and time.monotonic() < deadline:
             query.awaitTermination(0.1)
         exc = query.exception() if self.error is None else None
         return None if exc is None else str(exc).splitlines()[0][:1000]
+
+    def _show_events(self) -> None:
+        """Errors counted by the log reader and the apply tasks (processes Spark owns, whose logs
+        never reach this terminal) are shown here at WARN; a bounded run whose source keeps
+        failing without progress gives up within its window instead of waiting for ever."""
+        try:
+            events = {e.kind: e for e in self.events.events(self.group)}
+        except Exception as exc:  # noqa: BLE001 - the store is down: the next look may succeed
+            log.debug("reading sync events: %s", exc)
+            return
+        fresh = False
+        for kind in ("source", "apply"):
+            event = events.get(kind)
+            if event is None:
+                continue
+            seen = self._events_seen.setdefault(kind, event.count)
+            if event.count > seen:
+                fresh = True
+                self._events_seen[kind] = event.count
+                log.warning("change capture (%s, %d so far): %s", kind, event.count, event.message)
+        bounded = self.until_caught_up or self.until is not None
+        if fresh and bounded and time.monotonic() - self._last_progress > BOUNDED_WINDOW_S:
+            self.error = TransientError(
+                f"consumer group {self.group!r}: no progress for {BOUNDED_WINDOW_S:.0f} s while the source kept "
+                f"failing; last: {events[next(k for k in ('source', 'apply') if k in events)].message}"
+            )
 
     def _maybe_apply_deferred(self) -> None:
         """``sync.deferred_at``: the daily refresh of deferred relations, beside the stream (of a
@@ -309,7 +452,7 @@ class SyncRun:
             return False
         if self._batch_running.is_set() or query.status.get("isTriggerActive"):
             return False
-        if self.changes.first_batch_needed and self.totals.batches == 0:
+        if self.changes.first_batch_needed and self.totals.batches == 0 and not self.totals.reconciled:
             return False  # the first batch's key diff finds deletes no probe can see
         acked = self._acked or self._start_offset()
         if self.until is not None and not self.until(self.changes.position(acked)):
@@ -341,11 +484,14 @@ class SyncRun:
                     rows = batch.mapInArrow(ApplyTasks(wire, run, plan), SUMMARY_DDL).collect()
                     break
                 except Exception as exc:
-                    if self.stop_requested.is_set() or _permanent(exc):
+                    if self.stop_requested.is_set():
+                        raise  # stopping: the batch is abandoned, not acknowledged (a rerun applies it)
+                    if _permanent(exc):
                         self.error = _as_error(exc)
                         self.stop_requested.set()
                         raise
                     delay = backoff.next_delay()
+                    self.events.record(self.group, "apply", _brief(exc))
                     log.warning("applying batch %d failed (retrying in %.1f s): %s", batch_id, delay, _brief(exc))
                     self.stop_requested.wait(delay)
             self._acknowledge(rows, plan)
@@ -374,6 +520,7 @@ class SyncRun:
         self.totals.batches += 1
         self.totals.position = position
         self._acked = offset
+        self._last_progress = time.monotonic()
         if self.on_ack is not None:
             self.on_ack(position)
         # the log may let go of what every alias of the group has applied
@@ -381,7 +528,7 @@ class SyncRun:
         lowest = min((saved[a] for a in self.aliases if a in saved), key=lambda o: o.position)
         try:
             self.changes.acknowledge(lowest.offset)
-        except TransientError as exc:
+        except (TransientError, LogGap) as exc:  # a gap: the next read finds it and the sync heals it
             log.warning("could not release the change log up to %s yet: %s", lowest.offset, exc)
         if time.monotonic() >= self._next_lag_check:
             self._next_lag_check = time.monotonic() + LAG_CHECK_S
@@ -392,7 +539,7 @@ class SyncRun:
         behind is the classic way change capture fills a disk."""
         try:
             lag = self.changes.lag(offset)
-        except TransientError:
+        except (TransientError, LogGap):
             return
         self.totals.lag_bytes = lag.bytes
         limit = self.pipeline.sync.lag_warn_bytes
@@ -431,7 +578,7 @@ class SyncRun:
         try:
             lag = self.changes.lag(offset)
             self.totals.lag_s, self.totals.lag_bytes = round(lag.seconds, 3), lag.bytes
-        except TransientError:
+        except (TransientError, LogGap):
             self.totals.lag_s = -1.0
         return self.totals
 
@@ -441,8 +588,25 @@ def _brief(exc: BaseException) -> str:
 
 
 def _permanent(exc: BaseException) -> bool:
+    """Whether a failed batch would fail again. Errors cross the Spark boundary as text, so the
+    apply tasks' permanent errors are known by their class names."""
     text = str(exc)
-    return any(name in text for name in ("ConfigError", "UsageError", "LockLost", "PermanentError"))
+    return any(name in text for name in PERMANENT_NAMES)
+
+
+#: permanent error classes an apply task may raise, as they show in Spark's error text: ours,
+#: and SQL errors that repeat themselves (a column or table gone, a privilege revoked)
+PERMANENT_NAMES = (
+    "ConfigError",
+    "UsageError",
+    "LockLost",
+    "PermanentError",
+    "LogGap",
+    "ProgrammingError",
+    "UndefinedColumn",
+    "UndefinedTable",
+    "InsufficientPrivilege",
+)
 
 
 def _as_error(exc: BaseException) -> SparkIndexError:

@@ -72,6 +72,10 @@ class ChangeSource(ABC):
     #: has nothing more for ``--until-caught-up`` (a GTID sequence does); otherwise the source is
     #: read once more (polling's overlap window finds late commits below its position)
     exact_positions: ClassVar[bool] = False
+    #: whether the offset :meth:`head` returns is one the source can resume from exactly (every
+    #: commit up to it is at or before it, every later one after it): a bounded run that found
+    #: nothing more up to that head may store it as its position
+    head_is_resumable: ClassVar[bool] = False
 
     def __init__(self, pipeline: Pipeline, source: Source, tables: Sequence[WatchedTable], consumer: str) -> None:
         """*consumer* names whoever reads (a consumer group, a reindex's catch-up): sources that

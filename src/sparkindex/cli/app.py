@@ -128,7 +128,7 @@ def stop(config: ConfigOpt, index: IndexOpt = None) -> None:
     pipeline = load_pipeline(config)
     from sparkindex.changes.control import request_sync_stop
 
-    stopped = request_sync_stop(_store(pipeline), pipeline.sync.group)  # a running `sync` of the group
+    stopped = request_sync_stop(_store(pipeline), pipeline)  # a running `sync` of the group
     if stopped:
         err.print(f"sync {escape(stopped)}: stopping")
         return

@@ -1,11 +1,14 @@
 """``sparkindex sync``: keep aliases in step with the source, until stopped or caught up.
 
-SIGTERM (and ``sparkindex stop``) end a sync cleanly: the batch being applied finishes and is
-acknowledged, then the stream stops; a rerun resumes from the acknowledged position.
+SIGTERM, SIGINT (and ``sparkindex stop``) end a sync cleanly: the batch being applied finishes
+and is acknowledged, or is abandoned unacknowledged (when the signal reached Spark's JVM too, as
+systemd's does); the lock and holds are released, the summary printed, exit 0. A rerun resumes
+from the acknowledged position. A second signal exits at once with code 3.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -34,6 +37,14 @@ def sync(
     apply_deferred: Annotated[
         bool, typer.Option("--apply-deferred", help="apply the recorded deferred changes, then exit")
     ] = False,
+    on_gap: Annotated[
+        str | None,
+        typer.Option(
+            "--on-gap",
+            help="when the log cannot serve the stored position: reconcile (verify/repair, then stream) or fail; "
+            "default: sync.on_gap",
+        ),
+    ] = None,
 ) -> None:
     """Apply every committed insert, update and delete to the aliases, in order per document."""
     pipeline = load_pipeline(config)
@@ -54,10 +65,24 @@ def sync(
             _emit(result)
         raise typer.Exit(0)
     from sparkindex.changes.runner import SyncRun
+    from sparkindex.errors import UsageError
 
-    run = SyncRun(pipeline, index, group=group, until_caught_up=until_caught_up)
+    if on_gap not in (None, "reconcile", "fail"):
+        raise UsageError(f"--on-gap: expected reconcile or fail, got {on_gap!r}")
+    run = SyncRun(
+        pipeline,
+        index,
+        group=group,
+        until_caught_up=until_caught_up,
+        on_gap=on_gap,  # type: ignore[arg-type]
+    )
 
-    def _stop(_signum: int, _frame: FrameType | None) -> None:
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        if run.stop_requested.is_set():
+            os.write(2, b"sync: second signal, exiting now (the batch in flight is not acknowledged)\n")
+            os._exit(3)
+        name = signal.Signals(signum).name
+        os.write(2, f"sync: {name} received, stopping after the batch in flight\n".encode())
         run.stop_requested.set()
 
     signal.signal(signal.SIGTERM, _stop)
@@ -67,6 +92,11 @@ def sync(
         f"[green]sync[/] {escape(', '.join(run.aliases))}: {summary.applied:,} applied, {summary.deleted:,} deleted, "
         f"{summary.failed:,} failed in {summary.batches:,} batches; position {summary.position}, lag {summary.lag_s} s"
     )
+    for alias, found in summary.reconciled.items():
+        err.print(
+            f"[yellow]reconciled[/] {escape(alias)} after a gap in the change log: "
+            + ", ".join(f"{n:,} {kind}" for kind, n in found.items())
+        )
     if json:
         _emit(summary.to_dict())
     raise typer.Exit(1 if summary.failed else 0)

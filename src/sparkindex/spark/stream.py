@@ -66,6 +66,7 @@ class ChangePartition(InputPartition):
 class StreamSpec:
     """What a reader needs besides the pipeline: plain values, safe in Spark options."""
 
+    group: str
     consumer: str
     tables: list[dict[str, Any]]
     limit: int
@@ -82,6 +83,7 @@ class ChangeStreamReader(DataSourceStreamReader):
         self.initial = dict(initial)
         self._source: Any = None
         self._stash: dict[str, Batch] = {}
+        self._events: Any = None
 
     def _pipeline(self) -> Pipeline:
         return Pipeline.from_wire(orjson.loads(self.wire))
@@ -93,6 +95,18 @@ class ChangeStreamReader(DataSourceStreamReader):
             self._source = change_source_for(self.wire, self.spec)
         return self._source
 
+    def _record(self, kind: str, message: str) -> None:
+        try:
+            if self._events is None:
+                from sparkindex.coordination.engine import make_engine
+                from sparkindex.coordination.sync_events import SyncEvents
+
+                p = self._pipeline()
+                self._events = SyncEvents(make_engine(p.coordination_url()), p.coordination.prefix)
+            self._events.record(str(self.spec.get("group", "")), kind, message)
+        except Exception as exc:  # noqa: BLE001 - counting must never stop the stream
+            log.warning("could not count a change source error: %s", exc)
+
     def initialOffset(self) -> dict[str, Any]:
         return self.initial
 
@@ -101,7 +115,9 @@ class ChangeStreamReader(DataSourceStreamReader):
             batch: Batch = self._changes().read(start, int(self.spec["limit"]), self.spec.get("until"))
         except TransientError as exc:
             # A source restart or a busy slot: no data this trigger; the next one tries again.
+            # Counted in the store: this process's log never reaches the sync's terminal.
             log.warning("change source unavailable: %s", exc)
+            self._record("source", str(exc))
             return start
         if not batch.changes and batch.offset == start:
             return start

@@ -91,6 +91,8 @@ def _slot_part(text: str) -> str:
 class PostgresChangeSource(ChangeSource):
     """The slot of one consumer (a sync's consumer group, a reindex's catch-up)."""
 
+    head_is_resumable = True  # the head is a WAL insert position: commits before it end at or before it
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         url = sa.make_url(self.source.url).set(drivername="postgresql")

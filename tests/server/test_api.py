@@ -138,6 +138,29 @@ def test_sync_consumers_appear_when_a_sync_saves_offsets(server: ServerProcess, 
     assert age.labels == labels and 0 <= age.value < 60
 
 
+def test_sync_errors_and_gaps_are_counted_in_metrics(server: ServerProcess, populated: Populated) -> None:
+    """Errors of a sync's log reader (a process Spark owns) reach /metrics through the store."""
+    from sparkindex.coordination.sync_events import SyncEvents
+
+    events = SyncEvents(populated.store.engine)
+    for _ in range(3):
+        events.record("shop-sync", "source", "connection refused")
+    events.record("shop-sync", "gap", "products: slot gone")
+    counts: dict[str, float] = {}
+
+    def counted() -> bool:
+        families = {f.name: f for f in text_string_to_metric_families(server.http.get("/metrics").text)}
+        family = families.get("sparkindex_sync_errors")
+        counts.clear()
+        for s in family.samples if family else []:
+            if s.name.endswith("_total") and s.labels.get("group") == "shop-sync":
+                counts[s.labels["kind"]] = s.value
+        return bool(counts)
+
+    wait_for(counted, 30, "the sync errors to be exported", every=0.2)
+    assert counts == {"source": 3, "gap": 1}
+
+
 def test_page_and_assets_are_served_with_a_strict_policy(server: ServerProcess) -> None:
     page = server.http.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]

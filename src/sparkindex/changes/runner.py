@@ -14,6 +14,7 @@ One sync runs per consumer group at a time (a lock, ``sync:<group>``, kept alive
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import logging
@@ -244,6 +245,8 @@ class SyncRun:
             shutil.rmtree(checkpoint, ignore_errors=True)
             self.changes.close()
         if self.error is not None:
+            with contextlib.suppress(Exception):  # the store may be what failed
+                self.events.record(self.group, "permanent", _brief(self.error))
             raise self.error
         return self._summary()
 

@@ -51,10 +51,14 @@ def make_event_table(prefix: str = "") -> tuple[sa.MetaData, sa.Table]:
 
 
 class SyncEvents:
-    def __init__(self, engine: Engine, prefix: str = "") -> None:
+    def __init__(self, engine: Engine, prefix: str = "", *, create: bool = True) -> None:
+        """*create* False: a reader (the server) that never writes DDL; it reads nothing until a
+        sync made the table."""
         self.engine = engine
+        self.create = create
         metadata, self.table = make_event_table(prefix)
-        metadata.create_all(engine, checkfirst=True)
+        if create:
+            metadata.create_all(engine, checkfirst=True)
 
     @rerun_on_conflict
     def record(self, group: str, kind: str, message: str) -> None:
@@ -79,6 +83,8 @@ class SyncEvents:
     def events(self, group: str | None = None) -> list[SyncEvent]:
         t = self.table
         stmt = sa.select(t) if group is None else sa.select(t).where(t.c.group_name == group)
+        if not self.create and not sa.inspect(self.engine).has_table(t.name):
+            return []
         with self.engine.connect() as conn:
             rows = conn.execute(stmt).fetchall()
         return [SyncEvent(r.group_name, r.kind, int(r.times), float(r.last_at), str(r.message)) for r in rows]

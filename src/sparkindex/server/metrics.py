@@ -181,6 +181,14 @@ class StoreCollector(Collector):
             if c.retained_bytes is not None:
                 retained.add_metric(labels, c.retained_bytes)
         yield from (lag, age, applied, deleted, retained)
+        errors = CounterMetricFamily(
+            "sparkindex_sync_errors",
+            "change capture: errors and gaps by kind (source, apply, restart, gap, permanent)",
+            labels=["group", "kind"],
+        )
+        for event in self.state.sync_events():
+            errors.add_metric([event.group, event.kind], event.count)
+        yield errors
         drift = GaugeMetricFamily(
             "sparkindex_verify_drift", "documents out of step at the alias's last verify", labels=["alias", "kind"]
         )

@@ -13,6 +13,7 @@ from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.offsets import ConsumerOffsets
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.coordination.sync_events import SyncEvent, SyncEvents
 from sparkindex.coordination.views import StoreViews, SyncConsumer
 from sparkindex.errors import SparkIndexError
 from sparkindex.server.actions import ActionRunner, env_for_children
@@ -35,6 +36,7 @@ class ServerState:
     tracker: RateTracker = field(default_factory=RateTracker)
     tick_s: float = 2.0
     _offsets: ConsumerOffsets | None = None
+    _events: SyncEvents | None = None
     _target: Target | None = None
 
     @classmethod
@@ -86,6 +88,16 @@ class ServerState:
             ),
             key=lambda c: (c.group, c.alias or ""),
         )
+
+    def sync_events(self) -> list[SyncEvent]:
+        """Errors and healed gaps the syncs counted (:mod:`sparkindex.coordination.sync_events`)."""
+        try:
+            if self._events is None:
+                self._events = SyncEvents(self.store.engine, self.pipeline.coordination.prefix, create=False)
+            return self._events.events()
+        except Exception as exc:  # noqa: BLE001 - a scrape shows what it can read
+            log.warning("sync events could not be read: %s", exc)
+            return []
 
     def _open_target(self) -> Target:
         if self._target is None:

@@ -429,6 +429,7 @@ class SyncRun:
                 f"consumer group {self.group!r}: no progress for {BOUNDED_WINDOW_S:.0f} s while the source kept "
                 f"failing; last: {events[next(k for k in ('source', 'apply') if k in events)].message}"
             )
+            self.stop_requested.set()
 
     def _maybe_apply_deferred(self) -> None:
         """``sync.deferred_at``: the daily refresh of deferred relations, beside the stream (of a

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import NoSuchTableError, OperationalError
 
 from sparkindex.config.secrets import redact_url
-from sparkindex.errors import ConfigError, TransientError
+from sparkindex.errors import ConfigError, PermanentError, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +167,8 @@ class Source:
             yield
         except OperationalError as exc:
             detail = redact_url(str(exc.orig)).strip()
+            if _mysql_errno(exc) in PERMANENT_MYSQL_ERRORS:
+                raise PermanentError(f"source {redact_url(self.url)}: reading {what} failed: {detail}") from exc
             raise TransientError(
                 f"source {redact_url(self.url)}: reading {what} failed "
                 f"(statement timeout {self.statement_timeout_s:g} s): {detail}"
@@ -311,3 +313,13 @@ class Source:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+#: MySQL/MariaDB errors its driver reports as OperationalError that repeat on every retry: a
+#: column or table gone, a privilege missing (other dialects report these as ProgrammingError)
+PERMANENT_MYSQL_ERRORS = frozenset({1044, 1045, 1054, 1142, 1143, 1146})
+
+
+def _mysql_errno(exc: OperationalError) -> int | None:
+    args = getattr(exc.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None

@@ -6,12 +6,15 @@ Spark's console progress bar is off because the CLI draws its own per-entity pro
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from sparkindex.config.model import SparkConfig
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
@@ -49,6 +52,21 @@ def _start(conf: Any, log_path: Path | None) -> Any:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": log_fh, "stderr": log_fh})  # type: ignore[no-untyped-call]
         SparkContext(conf=conf, gateway=gateway)
     return SparkSession.builder.config(conf=conf).getOrCreate()
+
+
+def _quiet_accumulator_server(sc: Any) -> None:
+    """The driver's accumulator server (a ``socketserver`` thread) prints a traceback to the
+    user's terminal when the JVM goes away under it, which is how a stop by SIGTERM to the whole
+    process group ends (systemd signals every process of the service). The JVM's end is reported
+    where it matters, by the calls that fail; this thread's own report is logged, not printed."""
+    server = getattr(sc, "_accumulatorServer", None)
+    if server is None:
+        return
+
+    def handle_error(_request: Any, client_address: Any) -> None:
+        log.debug("accumulator connection from %s ended: %s", client_address, sys.exc_info()[1])
+
+    server.handle_error = handle_error
 
 
 def build_session(
@@ -90,6 +108,7 @@ def build_session(
         spark = _start(conf, log_path)
         archive.discard()
     spark.sparkContext.setLogLevel("ERROR")
+    _quiet_accumulator_server(spark.sparkContext)
     if register:
         register_data_sources(spark)
     return spark

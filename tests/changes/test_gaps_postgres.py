@@ -311,3 +311,22 @@ def make_slot(text: str) -> str:
         if line.strip().startswith("slot:"):
             return line.split(":", 1)[1].strip()
     raise AssertionError("no slot in the pipeline")
+
+
+def test_a_slot_named_the_old_way_is_adopted_with_its_position(shop: Shop, spark: Any) -> None:
+    """An install from before slots carried the database and namespace has `<prefix>_<group>`:
+    the first sync adopts it (same position: the changes since arrive through the log, no
+    reconcile) and leaves no slot behind."""
+    from sparkindex.sources.postgres.changes import legacy_slot_name
+
+    slot, legacy = slot_of(shop, "default"), legacy_slot_name(shop.pipeline.sync.slot, "default")
+    with shop.engine().connect() as conn:  # the old install's slot, at the stored position
+        conn.execute(sa.text("SELECT pg_copy_logical_replication_slot(:s, :l)"), {"s": slot, "l": legacy})
+        conn.execute(sa.text("SELECT pg_drop_replication_slot(:s)"), {"s": slot})
+    shop.sql("UPDATE products SET name = :n WHERE id <= 5", params={"n": HOSTILE[3]})
+    summary = shop.sync(spark)
+    assert summary.reconciled == {} and summary.applied == 5, summary
+    with shop.engine().connect() as conn:
+        names = {r[0] for r in conn.execute(sa.text("SELECT slot_name FROM pg_replication_slots"))}
+    assert slot in names and legacy not in names
+    assert shop.document("3")["name"] == HOSTILE[3]  # type: ignore[index]

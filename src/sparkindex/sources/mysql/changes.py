@@ -11,13 +11,26 @@ GTID domain; servers writing several domains are refused).
 Row images carry column names only with ``binlog_row_metadata = FULL`` and every column only with
 ``binlog_row_image = FULL``; :meth:`MysqlChangeSource.check` refuses a server without them, naming
 the setting. The values are used only to find documents, which are rebuilt from the rows.
+
+Continuity (DESIGN.md, guarantee 9): a stored GTID is served only while the binlog still holds
+every transaction after it. :meth:`MysqlChangeSource.continuity` proves it from what the server
+says cheaply (``@@gtid_binlog_state``, ``SHOW BINARY LOGS`` and the ``Gtid_list`` at the head of
+the oldest binlog file, the GTIDs written before it); a read the server refuses with error 1236
+(GTID purged, or not in its binlog) raises :class:`LogGap`, never a retried transient error.
+
+Errors are classified where they arise: only what comes and goes with the connection or the
+server's load is a :class:`TransientError`; a missing privilege, a refused login or a binlog
+switched off are :class:`ConfigError` saying what to change; anything else the server refuses is
+a :class:`PermanentError`, since it would refuse it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import re
+import struct
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -30,9 +43,9 @@ from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryE
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from sparkindex.changes.model import Batch, Change
-from sparkindex.changes.source import ChangeSource, Lag
+from sparkindex.changes.source import ChangeSource, Gap, Lag
 from sparkindex.config.secrets import redact_url
-from sparkindex.errors import ConfigError, TransientError
+from sparkindex.errors import ConfigError, LogGap, PermanentError, SparkIndexError, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +63,58 @@ HEARTBEAT_S = 0.2
 READ_BUDGET_S = 0.5
 
 
+#: Server errors that come and go with the connection or the server's load: too many connections,
+#: shutdown in progress, aborted connection and network read/write errors, max_user_connections,
+#: lock wait timeout, deadlock, query interrupted, connection killed, max_statement_time,
+#: disconnected for inactivity. Client-side errors (2000-2999: cannot connect, server gone away,
+#: connection lost) and a closed connection (0) are transient too.
+TRANSIENT_CODES = frozenset({1040, 1053, 1152, 1154, 1156, 1158, 1159, 1160, 1161, 1203, 1205, 1213, 1317, 1927, 1969})
+#: The account may not do this: access denied to a command, a table or a column, or a routine;
+#: a privilege is missing (1227: "you need (at least one of) the ... privilege(s)").
+PRIVILEGE_CODES = frozenset({1142, 1143, 1227, 1370})
+#: The account cannot log in: wrong user or password, no access to the database, host not allowed.
+LOGIN_CODES = frozenset({1044, 1045, 1130, 1698})
+ER_HOST_IS_BLOCKED = 1129
+ER_ERROR_WHEN_EXECUTING_COMMAND = 1220  # SHOW BINLOG EVENTS on a file purged a moment ago
+ER_NO_BINARY_LOGGING = 1381
+ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+COM_BINLOG_DUMP = 0x12
+BINLOG_DUMP_NON_BLOCK = 0x01
+GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
+_GTID = re.compile(r"(\d+)-(\d+)-(\d+)")
+
+
 def gtid_seq(gtid: str) -> int:
     return int(gtid.rsplit("-", 1)[1]) if gtid else 0
+
+
+def parse_gtids(text: str | None) -> dict[tuple[int, int], int]:
+    """``0-1-812,0-2-900`` (a binlog state, a ``Gtid_list`` event's ``[0-1-812]``): the last
+    sequence number per (domain, originating server)."""
+    return {(int(d), int(s)): int(n) for d, s, n in _GTID.findall(text or "")}
+
+
+def _code(exc: BaseException) -> int | None:
+    args = exc.args
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def _text(exc: BaseException) -> str:
+    args = exc.args
+    if len(args) >= 2 and isinstance(args[0], int):
+        return f"({args[0]}) {args[1]}"
+    return str(exc) or type(exc).__name__
+
+
+def gtid_gone(exc: BaseException) -> bool:
+    """Error 1236 about the requested GTID: purged ("Could not find GTID state requested by slave
+    in any binlog files"), not in the binlog ("which is not in the master's binlog"), or missing
+    from it under strict mode. Other 1236 answers (binlog not open, a packet over
+    max_allowed_packet, a corrupt binlog) are not gaps."""
+    if _code(exc) != ER_MASTER_FATAL_ERROR_READING_BINLOG:
+        return False
+    text = _text(exc)
+    return "GTID" in text or "purged" in text
 
 
 class MysqlChangeSource(ChangeSource):
@@ -72,18 +135,49 @@ class MysqlChangeSource(ChangeSource):
         }
 
     @contextmanager
-    def _cursor(self, what: str) -> Iterator[Any]:
+    def _connection(self, what: str) -> Iterator[Any]:
+        """A new connection for one short task (checks, positions); every driver error leaves as
+        one of ours, classified (:meth:`_error`)."""
         try:
             conn = pymysql.connect(**self.settings, autocommit=True, connect_timeout=10)
-        except pymysql.MySQLError as exc:
-            raise TransientError(f"source {redact_url(self.source.url)}: {what}: {exc}") from None
+        except (pymysql.MySQLError, OSError) as exc:
+            raise self._error(exc, what) from None
         try:
-            with conn.cursor() as cur:
-                yield cur
-        except pymysql.OperationalError as exc:
-            raise TransientError(f"source {redact_url(self.source.url)}: {what}: {exc}") from None
+            yield conn
+        except (pymysql.MySQLError, OSError) as exc:
+            raise self._error(exc, what) from None
         finally:
-            conn.close()
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    @contextmanager
+    def _cursor(self, what: str) -> Iterator[Any]:
+        with self._connection(what) as conn, conn.cursor() as cur:
+            yield cur
+
+    def _error(self, exc: BaseException, what: str) -> SparkIndexError:
+        """What a driver error means for the caller. Only connection-level failures are retried;
+        what the server refuses now it refuses again, so it says how to fix it instead."""
+        where = f"source {redact_url(self.source.url)}: {what}"
+        code, text = _code(exc), _text(exc)
+        user = self.settings["user"]
+        if isinstance(exc, OSError) or code is None or code == 0 or 2000 <= code < 3000 or code in TRANSIENT_CODES:
+            return TransientError(f"{where}: {text}")
+        if code in PRIVILEGE_CODES:
+            return ConfigError(
+                f"{where}: {text}. Binlog change capture reads the binlog as a replica does: "
+                f"GRANT {GRANTS} ON *.* TO '{user}'@'<host>' (REPLICATION CLIENT for BINLOG MONITOR before "
+                "MariaDB 10.5), besides SELECT on the source tables"
+            )
+        if code in LOGIN_CODES:
+            return ConfigError(f"{where}: {text}. Check source.url's user and password, and the account's host")
+        if code == ER_HOST_IS_BLOCKED:
+            return PermanentError(f"{where}: {text}. Unblock it with `mariadb-admin flush-hosts` (FLUSH HOSTS)")
+        if code == ER_NO_BINARY_LOGGING or (code == ER_MASTER_FATAL_ERROR_READING_BINLOG and "not open" in text):
+            return ConfigError(f"{where}: {text}. Start the server with log_bin (binlog change capture needs it)")
+        if code == ER_MASTER_FATAL_ERROR_READING_BINLOG and "max_allowed_packet" in text:
+            return ConfigError(f"{where}: {text}. Raise max_allowed_packet on the server above the largest event")
+        return PermanentError(f"{where}: {text}")
 
     # -- checks ------------------------------------------------------------------------------------
     def check(self) -> None:
@@ -111,6 +205,7 @@ class MysqlChangeSource(ChangeSource):
                 f"source.url: the binlog holds several GTID domains ({pos}); change capture orders changes within "
                 "one domain only"
             )
+        self._check_privileges()
         for table in self.tables:
             info = self.source.table(table.name, table.where)
             if not info.primary_key and not info.unique_keys:
@@ -118,6 +213,127 @@ class MysqlChangeSource(ChangeSource):
                     f"{table.where}: table {table.name!r} has no primary key; its changes cannot be told apart. "
                     "Add a primary key"
                 )
+
+    def _check_privileges(self) -> None:
+        """Refuse an account that cannot read the binlog now, not in the middle of the stream
+        (where a refusal would fail the query over and over until the restarts give up).
+        BINLOG MONITOR: ``SHOW BINARY LOGS``. REPLICATION SLAVE: a binlog dump asked from the end
+        of the newest file, non-blocking (the server checks the privilege first, then has nothing
+        to send), as server id 0 (which never displaces another reader's dump)."""
+        what = f"checking that {self.settings['user']!r} may read the binlog"
+        with self._connection(what) as conn:
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                rows = cur.fetchall()
+                cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum, @mariadb_slave_capability = 4")
+            if not rows:
+                return
+            name, size = str(rows[-1][0]), int(rows[-1][1])
+            payload = struct.pack("<IHI", size, BINLOG_DUMP_NON_BLOCK, 0) + name.encode()
+            try:
+                conn._execute_command(COM_BINLOG_DUMP, payload)
+                for _ in range(16):  # a rotate, the format description, then the end
+                    if conn._read_packet().is_eof_packet():
+                        break
+            except pymysql.MySQLError as exc:
+                if _code(exc) != ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                    raise  # 1236: the file rotated away meanwhile, but the privilege was granted
+                log.debug("privilege probe: %s", _text(exc))
+
+    # -- continuity --------------------------------------------------------------------------------
+    def continuity(self, offset: Mapping[str, Any]) -> Gap | None:
+        """Whether the binlog still holds every transaction after the stored GTID ``D-S-N``:
+
+        * domain D is the server's, and its binlog state has reached N (a binlog behind it is a
+          server restored from a backup, ``RESET MASTER``, or another server);
+        * server S wrote domain D up to N here: the state keeps the last GTID of every
+          originating server, so a failover to a replica that logs what it replicated
+          (``log_slave_updates``) keeps the old primary's entry and is no gap, while a server of
+          another history is (the test the server itself applies to a replica's GTID state);
+        * the oldest binlog file starts at or before N: its ``Gtid_list`` event names the last
+          GTIDs written before it; above N, the files after the stored GTID were purged.
+
+        ``@@server_id`` is not compared: GTIDs already name their originating server, and a
+        failover legitimately changes the server we talk to. MariaDB has no identity of a binlog
+        history beyond that, so two unrelated servers with the same domain and server id, the
+        second ahead of the stored GTID, cannot be told apart (a read from there would find the
+        GTID too). An empty stored GTID (before any transaction) is a gap only once something
+        was purged. One connection, three cheap statements: asked at every start, not per batch."""
+        gtid = str(offset.get("gtid", ""))
+        stored = self.position(offset)
+        with self._cursor(f"checking that the binlog still holds GTID {gtid or '(none)'}") as cur:
+            cur.execute("SELECT @@gtid_binlog_state")
+            row = cur.fetchone()
+            state = parse_gtids(str(row[0] or "") if row else "")
+            oldest, before = self._oldest_binlog(cur)
+        gone = "what committed after it is gone from the log"
+        if not gtid:
+            if not before:
+                return None
+            return Gap(
+                f"the stored offset is from before the binlog's first transaction, but binlogs were purged: the oldest "
+                f"file {oldest} starts after GTID(s) {_gtids(before)}; {gone}",
+                stored,
+                max(before.values()),
+            )
+        domain, server, seq = (int(x) for x in gtid.split("-"))
+        mine = {s: n for (d, s), n in state.items() if d == domain}
+        first = None if before is None else max((n for (d, _), n in before.items() if d == domain), default=0)
+        if not mine:
+            return Gap(
+                f"the stored GTID {gtid} is of domain {domain}, which the server's binlog does not have (its GTID "
+                f"state is {_gtids(state) or 'empty'}): a different server, or RESET MASTER; {gone}",
+                stored,
+            )
+        if max(mine.values()) < seq:
+            return Gap(
+                f"the server's binlog ends at GTID {_gtids({(domain, s): n for s, n in mine.items()})}, before the "
+                f"stored GTID {gtid}: a server restored from a backup, RESET MASTER, or a different server",
+                stored,
+                first,
+            )
+        if mine.get(server, -1) < seq:
+            return Gap(
+                f"the stored GTID {gtid} names server {server}, but this binlog holds domain {domain} only as "
+                f"{_gtids({(domain, s): n for s, n in mine.items()})}: a different server, or a failover to a replica "
+                f"that did not log what it replicated (log_slave_updates); {gone}",
+                stored,
+                first,
+            )
+        if before is not None and first is not None and first > seq:
+            return Gap(
+                f"binlogs purged past the stored GTID {gtid}: the oldest binlog file {oldest} starts after GTID "
+                f"{_gtids({k: n for k, n in before.items() if k[0] == domain})} (PURGE BINARY LOGS, "
+                f"expire_logs_days or binlog_expire_logs_seconds): transactions {seq + 1} to {first} of domain "
+                f"{domain} are gone from the log",
+                stored,
+                first,
+            )
+        return None
+
+    @staticmethod
+    def _oldest_binlog(cur: Any) -> tuple[str, dict[tuple[int, int], int] | None]:
+        """The oldest binlog file and the GTIDs written before it (its ``Gtid_list`` event, the
+        second or third event of every file: reading it costs a few hundred bytes); None when the
+        file has none (not written by MariaDB 10.0+)."""
+        for _ in range(5):
+            cur.execute("SHOW BINARY LOGS")
+            rows = cur.fetchall()
+            if not rows:
+                raise ConfigError("source.url: the server keeps no binlog; start it with log_bin")
+            oldest = str(rows[0][0])
+            try:
+                cur.execute("SHOW BINLOG EVENTS IN %s LIMIT 4", (oldest,))
+            except pymysql.MySQLError as exc:
+                if _code(exc) == ER_ERROR_WHEN_EXECUTING_COMMAND:
+                    continue  # purged between the two statements: look again
+                raise
+            for event in cur.fetchall():
+                if str(event[2]) == "Gtid_list":
+                    return oldest, parse_gtids(str(event[5]))
+            log.warning("binlog %s has no Gtid_list event: purges before it cannot be detected", oldest)
+            return oldest, None
+        raise TransientError("the oldest binlog file kept being purged while it was looked at")
 
     # -- positions ---------------------------------------------------------------------------------
     def position(self, offset: Mapping[str, Any]) -> int:
@@ -211,7 +427,9 @@ class MysqlChangeSource(ChangeSource):
                     txn.extend(self._changes(event, gtid_seq(current), ts))
         except (pymysql.MySQLError, OSError) as exc:
             self.close()
-            raise TransientError(f"source {redact_url(self.source.url)}: reading the binlog: {exc}") from None
+            if gtid_gone(exc):
+                raise self._gap(start, exc) from None
+            raise self._error(exc, f"reading the binlog from GTID {gtid or '(start)'}") from None
         if current:  # stopped inside a transaction: read it again from its start next time
             self.close()
         self._at = done_gtid
@@ -220,6 +438,20 @@ class MysqlChangeSource(ChangeSource):
         if done_gtid == gtid:
             return Batch([], dict(start), self.position(start), extra=short)
         return Batch(changes, {"gtid": done_gtid, "seq": seq}, seq, ts, more=len(changes) >= limit, extra=short)
+
+    def _gap(self, start: Mapping[str, Any], exc: BaseException) -> LogGap:
+        """The server cannot send the binlog from *start*: why, in the words of :meth:`continuity`
+        where it can say (and where the log starts now), else in the server's."""
+        gtid = str(start.get("gtid", ""))
+        gap: Gap | None = None
+        with contextlib.suppress(SparkIndexError):
+            gap = self.continuity(start)
+        reason = gap.reason if gap is not None else f"the server cannot send the binlog from GTID {gtid}: {_text(exc)}"
+        return LogGap(
+            f"source {redact_url(self.source.url)}: reading the binlog from GTID {gtid or '(start)'}: {reason}",
+            stored=self.position(start),
+            available=gap.available if gap is not None else None,
+        )
 
     @staticmethod
     def _changes(event: Any, position: int, ts: float) -> list[Change]:
@@ -258,6 +490,10 @@ def truncated_table(query: str, database: str, schema: bytes | str | None) -> st
     default = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else (schema or "")
     db = _unquote(m.group(1)) if m.group(1) else default
     return _unquote(m.group(2)) if db.lower() == database.lower() else None
+
+
+def _gtids(gtids: Mapping[tuple[int, int], int]) -> str:
+    return ",".join(f"{d}-{s}-{n}" for (d, s), n in sorted(gtids.items()))
 
 
 def _watched(table: str | None, names: set[str]) -> str | None:

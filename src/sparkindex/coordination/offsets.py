@@ -12,7 +12,9 @@ table changes, so the core schema's version is untouched.
   targets that do not compare versions themselves (Tantivy); deletes keep theirs (a tombstone).
 * ``si_change_snapshot``: deferred changes per alias, table and row key; a later change to the
   same row replaces the earlier one (search-center's delay effect), keeping every row image seen.
-* ``si_sync_hold``: a reindex that is about to swap an alias asks live syncs to pause it.
+* ``si_sync_hold``, ``si_sync_presence``, ``si_reindex_handover``: how a reindex and the live
+  syncs of its aliases take turns (holds with a lease, which sync serves which alias, the swap
+  recorded before the hand-over); see :mod:`sparkindex.coordination.holds`.
 * ``si_deferred_run``: per alias, when its last deferred refresh started, so a sync restarted
   after ``sync.deferred_at`` does not apply them a second time for that day's refresh.
 """
@@ -29,7 +31,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sparkindex.coordination.base import rerun_on_conflict
+from sparkindex.coordination.holds import Hold, HoldTables, Presence, SyncHolds, add_hold_tables
 from sparkindex.coordination.tables import Time
+
+__all__ = ["ConsumerOffsets", "DeferredChange", "GroupOffset", "Hold", "OffsetStore", "Presence", "make_offset_tables"]
 
 #: Versions are looked up and replaced in chunks of this many ids (bind-parameter limits).
 CHUNK = 500
@@ -41,8 +46,8 @@ class OffsetTables:
     offset: sa.Table
     doc_version: sa.Table
     snapshot: sa.Table
-    hold: sa.Table
     deferred_run: sa.Table
+    holds: HoldTables  # holds, sync presence, reindex hand-overs (coordination/holds.py)
 
 
 def make_offset_tables(prefix: str = "") -> OffsetTables:
@@ -82,23 +87,13 @@ def make_offset_tables(prefix: str = "") -> OffsetTables:
         sa.Column("position", sa.BigInteger, nullable=False),
         sa.Column("recorded_at", Time, nullable=False),
     )
-    hold = sa.Table(
-        f"{p}sync_hold",
-        md,
-        sa.Column("alias", sa.String(255), primary_key=True),
-        sa.Column("holder", sa.String(255), nullable=False),
-        sa.Column("since", Time, nullable=False),
-        #: set by a live sync when it has paused the alias: the position it had applied
-        sa.Column("paused_at", sa.BigInteger),
-        sa.Column("paused_by", sa.String(255)),
-    )
     deferred_run = sa.Table(
         f"{p}deferred_run",
         md,
         sa.Column("alias", sa.String(255), primary_key=True),
         sa.Column("started_at", Time, nullable=False),
     )
-    return OffsetTables(md, offset, doc_version, snapshot, hold, deferred_run)
+    return OffsetTables(md, offset, doc_version, snapshot, deferred_run, add_hold_tables(md, prefix))
 
 
 @dataclass(frozen=True)
@@ -147,15 +142,6 @@ class ConsumerOffsets(Protocol):
 
 
 @dataclass(frozen=True)
-class Hold:
-    alias: str
-    holder: str
-    since: float
-    paused_at: int | None
-    paused_by: str | None
-
-
-@dataclass(frozen=True)
 class DeferredChange:
     alias: str
     table: str
@@ -164,12 +150,14 @@ class DeferredChange:
     position: int
 
 
-class OffsetStore:
+class OffsetStore(SyncHolds):
     def __init__(self, engine: Engine, prefix: str = "") -> None:
         self.engine = engine
         self.t = make_offset_tables(prefix)
+        self.h = self.t.holds
         self.t.metadata.create_all(engine, checkfirst=True)
         _add_missing_columns(engine, self.t.offset)
+        _add_missing_columns(engine, self.h.hold)  # expires_at: holds have a lease
 
     # -- consumer offsets --------------------------------------------------------------------------
     @rerun_on_conflict
@@ -337,35 +325,6 @@ class OffsetStore:
         if not aliases or any(a not in starts for a in aliases):
             return None
         return min(starts.values())
-
-    # -- holds (a reindex about to swap pauses live syncs of the alias) -------------------------------
-    @rerun_on_conflict
-    def hold(self, alias: str, holder: str) -> None:
-        t = self.t.hold
-        with self.engine.begin() as conn:
-            conn.execute(t.delete().where(t.c.alias == alias))
-            conn.execute(t.insert().values(alias=alias, holder=holder, since=time.time()))
-
-    @rerun_on_conflict
-    def holds(self, aliases: Sequence[str]) -> dict[str, Hold]:
-        t = self.t.hold
-        with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(t).where(t.c.alias.in_(list(aliases)))).fetchall()
-        return {r.alias: Hold(r.alias, r.holder, r.since, r.paused_at, r.paused_by) for r in rows}
-
-    @rerun_on_conflict
-    def pause(self, alias: str, holder: str, position: int, by: str) -> None:
-        t = self.t.hold
-        with self.engine.begin() as conn:
-            conn.execute(
-                t.update().where(t.c.alias == alias, t.c.holder == holder).values(paused_at=position, paused_by=by)
-            )
-
-    @rerun_on_conflict
-    def release(self, alias: str, holder: str) -> None:
-        t = self.t.hold
-        with self.engine.begin() as conn:
-            conn.execute(t.delete().where(t.c.alias == alias, t.c.holder == holder))
 
 
 def _add_missing_columns(engine: Engine, table: sa.Table) -> None:

@@ -8,6 +8,10 @@ means writes lost, or partitions that overlapped (two upserts of one id count tw
 the job fails, naming both counts, and the alias stays where it was. The swap itself is a
 compare-and-swap on the index the alias pointed at when this driver took its lock, carrying the
 lock's fencing token.
+
+A job that failed after its swap (during the hand-over to live syncs, or pruning) is finished by
+a rerun: an alias that already points at the job's version is not counted or swapped again
+(live syncs may have written into it since), and what followed the swap is done.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ def finalize_job(
     catch_up: Any = None,
 ) -> JobRecord:
     """*catch_up* (:class:`sparkindex.jobs.catch_up.CatchUp`): replays the changes committed
-    during the job into the new versions before the swap, and hands the aliases to live syncs."""
+    during the job into the new versions before the swap, and hands the aliases to live syncs
+    (or hands them the position recorded before planning)."""
     stats = store.roll_up(job_id, fence=fence)
     job = store.job(job_id)
     if job.status == JobStatus.STOPPING:
@@ -57,9 +62,24 @@ def finalize_job(
             error=f"{failed_parts} partition(s) failed or left unfinished ({detail}); rerun to resume",
             fence=fence,
         )
+    # A rerun after a failure that followed the swap: the aliases that already point at this
+    # job's versions were counted before they moved (and live syncs may write into them since);
+    # only what came after the swap (the hand-over, pruning) is left to do for them.
+    swapped = {a for a, index in job.targets.items() if previous.get(a) == index}
+    recorded = catch_up.swapped(job_id) if catch_up is not None else {}
+    moved = [a for a, index in recorded.items() if previous.get(a) != index]
+    if moved:
+        return store.transition_job(
+            job_id,
+            JobStatus.FAILED,
+            error=f"alias(es) {', '.join(moved)} moved since this job swapped them; not swapping them back "
+            "(rerun with --new)",
+            fence=fence,
+        )
+    fresh = {a: index for a, index in job.targets.items() if a not in swapped}
     mismatches = []
-    adopt_completed_stages(store, target, job_id, job.targets)
-    for alias, index in job.targets.items():
+    adopt_completed_stages(store, target, job_id, fresh)
+    for alias, index in fresh.items():
         target.finish_version(index)
         if catch_up is not None and catch_up.wrote(job_id, alias):
             continue  # counted before an earlier run's catch-up wrote changes into it
@@ -82,20 +102,18 @@ def finalize_job(
             + "; `sparkindex verify` names the ids; rerun with --new after fixing the cause",
             fence=fence,
         )
-    caught_up = catch_up is not None and catch_up.active(job_id)
-    if caught_up:
-        catch_up.before_swap(job_id, job.targets)
-    try:
-        for alias, index in job.targets.items():
-            store.locks.check(alias, fence[alias])
-            target.swap(alias, index, previous.get(alias), fence[alias])
-            target.prune_versions(alias, keep_versions)
-    except BaseException:
-        if caught_up:
-            catch_up.release(job_id)
-        raise
-    if caught_up:
-        catch_up.after_swap(job_id, job.targets)
+
+    def swap(alias: str, index: str) -> None:
+        store.locks.check(alias, fence[alias])
+        target.swap(alias, index, previous.get(alias), fence[alias])
+
+    if catch_up is None:
+        for alias, index in fresh.items():
+            swap(alias, index)
+    else:  # holds released in its finally, whatever fails
+        catch_up.swap_and_hand_over(job_id, job.targets, fresh, swap, fence)
+    for alias in job.targets:
+        target.prune_versions(alias, keep_versions)
     failed_docs = store.dead_letters.count(job_id)
     status = JobStatus.COMPLETED_WITH_ERRORS if failed_docs else JobStatus.COMPLETED
     return store.transition_job(job_id, status, fence=fence)

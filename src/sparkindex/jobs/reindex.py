@@ -138,10 +138,10 @@ class ReindexJob:
 
     def _catch_up(self, source: Any, store: CoordinationStore) -> Any:
         """Changes committed during the job are replayed before the swap (jobs/catch_up.py)."""
-        from sparkindex.jobs.catch_up import CatchUp, wants_catch_up
+        from sparkindex.jobs.catch_up import CatchUp, may_catch_up
 
-        if not wants_catch_up(self.pipeline):
-            return None
+        if not may_catch_up(self.pipeline, source):
+            return None  # nothing recorded for a source that cannot capture changes
         return CatchUp(self.pipeline, source, store, self.aliases, self._spark)
 
     def _lock_all(self, store: CoordinationStore) -> dict[str, int]:

@@ -9,9 +9,9 @@ import socket
 
 from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.runner import LOCK_TTL_S, source_key, sync_lock_key
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.changes.source import open_change_source
+from sparkindex.changes.sync_lock import LOCK_TTL_S, source_key, sync_lock_key
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.sources.registry import open_source

@@ -20,14 +20,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from sparkindex.changes.runner import SyncSummary
 
 import orjson
 
 from sparkindex.changes.source import ChangeSource, Gap
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import GroupOffset
-from sparkindex.errors import LogGap
+from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
+from sparkindex.coordination.sync_events import SyncEvents
+from sparkindex.errors import LogGap, TransientError
+from sparkindex.targets.base import Target
 
 log = logging.getLogger(__name__)
 
@@ -118,3 +123,91 @@ def reconcile(
                 {k: getattr(r, k) for k in RECONCILED_KINDS},
             )
     return reconciled, rejected
+
+
+class GapHealing:
+    """The part of a sync run (:class:`sparkindex.changes.runner.SyncRun`) that proves its log can
+    serve the stored offsets, heals or refuses gaps, and stores the head a bounded run caught up
+    to. Kept apart from the streaming loop; the run provides these attributes."""
+
+    pipeline: Pipeline
+    group: str
+    aliases: list[str]
+    fixed_indexes: dict[str, str]
+    on_gap: Literal["reconcile", "fail"]
+    changes: ChangeSource
+    positions: ConsumerOffsets
+    target: Target
+    store: Any
+    events: SyncEvents
+    totals: SyncSummary
+    on_ack: Callable[[int], None] | None
+    _acked: dict[str, Any] | None
+    _until: dict[str, Any] | None
+
+    def _spark(self) -> Any:
+        raise NotImplementedError
+
+    def _index(self, alias: str) -> str:
+        raise NotImplementedError
+
+    def _heal_gaps(self) -> bool:
+        """Find the aliases whose stored offset the log cannot serve; reconcile them (the position
+        now first, then verify/repair on Spark, then that position stored) or refuse. True when
+        a gap was healed."""
+        catch_up = bool(self.fixed_indexes)
+        index_of = (lambda _a: None) if catch_up else self.target.alias_target
+        gaps = find_gaps(self.changes, self.group, self.positions.offsets(self.group), self.aliases, index_of)
+        if not gaps:
+            return False
+        for gap in gaps:
+            self.events.record(self.group, "gap", f"{gap.alias}: {gap.reason}")
+        if catch_up or self.on_gap == "fail":
+            # a reindex's catch-up cannot repair a version nobody reads yet: its job fails, and
+            # `reindex --new` starts afresh
+            raise refusal(self.pipeline, self.group, gaps)
+        self._reconcile(gaps)
+        return True
+
+    def _reconcile(self, gaps: list[AliasGap]) -> None:
+        aliases = sorted({g.alias for g in gaps})
+        for gap in gaps:
+            log.warning("gap in the change log of group %r: %s; reconciling", self.group, gap.reason)
+        now = self.changes.start()  # P: the log serves everything after it from here on
+        found, rejected = reconcile(self.pipeline, aliases, self._spark, self.store)
+        self.positions.save(self.group, {a: (self.changes.position(now), now, self._index(a)) for a in aliases})
+        self.totals.reconciled.update(found)
+        self.totals.failed += rejected
+        self._acked = None  # the stream starts again from the stored offsets
+        log.warning(
+            "group %r: gap reconciled from position %s on: %s",
+            self.group,
+            self.changes.position(now),
+            "; ".join(f"{a}: " + ", ".join(f"{n} {k}" for k, n in c.items()) for a, c in found.items()),
+        )
+
+    def _finish_caught_up(self) -> None:
+        """A bounded run found nothing more up to the head it recorded: where the source resumes
+        from a head exactly (a PostgreSQL LSN), the aliases are stored at that head, so that the
+        offset handed on (to a live group, after a reindex) is never below a slot made meanwhile."""
+        until = self._until
+        if until is None or not self.changes.head_is_resumable:
+            return
+        head = self.changes.position(until)
+        saved = self.positions.offsets(self.group)
+        behind = {a: (head, until, saved[a].index) for a in self.aliases if a in saved and saved[a].position < head}
+        if not behind:
+            return
+        self.positions.save(self.group, behind)
+        self._acked = dict(until)
+        self.totals.position = head
+        if self.on_ack is not None:
+            self.on_ack(head)
+        try:
+            self.changes.acknowledge(self._lowest().offset)
+        except (TransientError, LogGap) as exc:
+            log.warning("could not release the change log up to %s yet: %s", head, exc)
+
+    def _lowest(self) -> GroupOffset:
+        saved = self.positions.offsets(self.group)
+        return min((saved[a] for a in self.aliases if a in saved), key=lambda o: o.position)

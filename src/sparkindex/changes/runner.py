@@ -8,7 +8,8 @@ the lowest position any alias of the group still needs). Spark's own checkpoint 
 folder per run: the store, not Spark, decides where a restarted sync begins, so a crash at any
 point replays at most the batches that were not acknowledged.
 
-One sync runs per consumer group at a time (a lock, ``sync:<group>``, kept alive while it runs);
+One sync runs per consumer group and source database at a time (a lock, :mod:`.sync_lock`, kept
+alive while it runs; it also announces the aliases it serves, so a reindex knows whom to wait for);
 ``sparkindex stop`` takes the lock over, and the sync stops at the end of its current batch.
 """
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import logging
 import shutil
 import tempfile
@@ -31,10 +31,12 @@ import orjson
 
 from sparkindex.changes.consumer_offsets import carry_over, open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.gaps import AliasGap, find_gaps, reconcile, refusal
+from sparkindex.changes.gaps import GapHealing
 from sparkindex.changes.restarts import BOUNDED_WINDOW_S, WINDOW_S, StreamRestarts
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.changes.source import ChangeSource, open_change_source
+from sparkindex.changes.sync_errors import as_error, brief, is_permanent
+from sparkindex.changes.sync_lock import LOCK_REFRESH_S, LOCK_TTL_S, source_key, sync_lock_key
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import GroupOffset, OffsetStore
 from sparkindex.coordination.recovery import holder_is_dead, holder_name
@@ -47,29 +49,14 @@ from sparkindex.retry import Backoff
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 
+__all__ = ["LOCK_REFRESH_S", "LOCK_TTL_S", "SyncRun", "SyncSummary", "source_key", "sync_lock_key"]
+
 log = logging.getLogger(__name__)
 
-LOCK_TTL_S = 30.0
-LOCK_REFRESH_S = 2.0
 #: how often a running sync measures how much log the source retains for it
 LAG_CHECK_S = 10.0
 #: how often the driver looks for errors the log reader and the apply tasks counted
 EVENTS_CHECK_S = 1.0
-
-
-def sync_lock_key(group: str, source: str = "") -> str:
-    """One sync per consumer group and source database: two pipelines that share a coordination
-    store but read different databases never wait on each other (nor share a slot)."""
-    return f"sync:{group}@{source}" if source else f"sync:{group}"
-
-
-def source_key(pipeline: Pipeline) -> str:
-    """The source database, hashed (its URL may hold a password), for the sync's lock."""
-    import sqlalchemy as sa
-
-    url = sa.make_url(pipeline.source_url())
-    where = f"{url.get_backend_name()}://{url.host or ''}:{url.port or ''}/{url.database or ''}"
-    return hashlib.sha256(where.encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -90,7 +77,7 @@ class SyncSummary:
         return asdict(self)
 
 
-class SyncRun:
+class SyncRun(GapHealing):
     """One ``sync`` invocation (or a reindex's catch-up, with *indexes* naming the new versions)."""
 
     def __init__(
@@ -139,6 +126,7 @@ class SyncRun:
         #: the error events already shown on the terminal: (kind, count) per kind
         self._events_seen: dict[str, int] = {}
         self._last_progress = time.monotonic()
+        self._announced = 0.0
 
     # -- setup -------------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -172,41 +160,6 @@ class SyncRun:
         mine = [saved[a] for a in self.aliases]
         return min(mine, key=lambda o: o.position).offset
 
-    def _heal_gaps(self) -> bool:
-        """Find the aliases whose stored offset the log cannot serve; reconcile them (the position
-        now first, then verify/repair on Spark, then that position stored) or refuse. True when
-        a gap was healed."""
-        catch_up = bool(self.fixed_indexes)
-        index_of = (lambda _a: None) if catch_up else self.target.alias_target
-        gaps = find_gaps(self.changes, self.group, self.positions.offsets(self.group), self.aliases, index_of)
-        if not gaps:
-            return False
-        for gap in gaps:
-            self.events.record(self.group, "gap", f"{gap.alias}: {gap.reason}")
-        if catch_up or self.on_gap == "fail":
-            # a reindex's catch-up cannot repair a version nobody reads yet: its job fails, and
-            # `reindex --new` starts afresh
-            raise refusal(self.pipeline, self.group, gaps)
-        self._reconcile(gaps)
-        return True
-
-    def _reconcile(self, gaps: list[AliasGap]) -> None:
-        aliases = sorted({g.alias for g in gaps})
-        for gap in gaps:
-            log.warning("gap in the change log of group %r: %s; reconciling", self.group, gap.reason)
-        now = self.changes.start()  # P: the log serves everything after it from here on
-        found, rejected = reconcile(self.pipeline, aliases, self._spark, self.store)
-        self.positions.save(self.group, {a: (self.changes.position(now), now, self._index(a)) for a in aliases})
-        self.totals.reconciled.update(found)
-        self.totals.failed += rejected
-        self._acked = None  # the stream starts again from the stored offsets
-        log.warning(
-            "group %r: gap reconciled from position %s on: %s",
-            self.group,
-            self.changes.position(now),
-            "; ".join(f"{a}: " + ", ".join(f"{n} {k}" for k, n in c.items()) for a, c in found.items()),
-        )
-
     def _index(self, alias: str) -> str:
         fixed = self.fixed_indexes.get(alias)
         if fixed is not None:
@@ -231,6 +184,7 @@ class SyncRun:
             keeper.start()
         checkpoint = tempfile.mkdtemp(prefix="sparkindex-sync-")
         try:
+            self._announce()
             initial = self._initial()
             until = self.changes.head() if self.until_caught_up else None
             self._until = until
@@ -238,6 +192,9 @@ class SyncRun:
             if self._caught_up and self.error is None:
                 self._finish_caught_up()
         finally:
+            if self.lock:
+                with contextlib.suppress(Exception):  # the presence row expires on its own
+                    self.offsets.retire(self.group, self.holder)
             if keeper is not None:
                 keeper.stop()
             for key, token in tokens.items():
@@ -246,35 +203,20 @@ class SyncRun:
             self.changes.close()
         if self.error is not None:
             with contextlib.suppress(Exception):  # the store may be what failed
-                self.events.record(self.group, "permanent", _brief(self.error))
+                self.events.record(self.group, "permanent", brief(self.error))
             raise self.error
         return self._summary()
 
-    def _finish_caught_up(self) -> None:
-        """A bounded run found nothing more up to the head it recorded: where the source resumes
-        from a head exactly (a PostgreSQL LSN), the aliases are stored at that head, so that the
-        offset handed on (to a live group, after a reindex) is never below a slot made meanwhile."""
-        until = self._until
-        if until is None or not self.changes.head_is_resumable:
-            return
-        head = self.changes.position(until)
-        saved = self.positions.offsets(self.group)
-        behind = {a: (head, until, saved[a].index) for a in self.aliases if a in saved and saved[a].position < head}
-        if not behind:
-            return
-        self.positions.save(self.group, behind)
-        self._acked = dict(until)
-        self.totals.position = head
-        if self.on_ack is not None:
-            self.on_ack(head)
+    def _announce(self) -> None:
+        """Tell reindexes which aliases this sync serves (and so answers holds for): a reindex of
+        another alias never waits for it. Renewed as the lock is; gone when the sync stops."""
+        if not self.lock:
+            return  # a catch-up is the holder itself
         try:
-            self.changes.acknowledge(self._lowest().offset)
-        except (TransientError, LogGap) as exc:
-            log.warning("could not release the change log up to %s yet: %s", head, exc)
-
-    def _lowest(self) -> GroupOffset:
-        saved = self.positions.offsets(self.group)
-        return min((saved[a] for a in self.aliases if a in saved), key=lambda o: o.position)
+            self.offsets.announce(self.group, self.aliases, self.holder, LOCK_TTL_S)
+            self._announced = time.monotonic()
+        except Exception as exc:  # noqa: BLE001 - the store is down: the next tick tries again
+            log.debug("announcing the aliases served: %s", exc)
 
     def _on_lock_lost(self, reason: str) -> None:
         log.warning("%s; sync stops after its current batch", reason)
@@ -308,11 +250,11 @@ class SyncRun:
                     if self.stop_requested.is_set():
                         # stopped by a signal (the JVM may have had one too) or a lost lock: the
                         # batch in flight was not acknowledged; a rerun applies it
-                        log.info("the stream ended while stopping: %s", _brief(exc))
+                        log.info("the stream ended while stopping: %s", brief(exc))
                         return
                     if isinstance(exc, SparkIndexError) and not isinstance(exc, TransientError | LogGap):
                         raise
-                    failure = _brief(exc)
+                    failure = brief(exc)
                 if failure is None or self.error is not None or self.stop_requested.is_set():
                     return
                 self.events.record(self.group, "restart", failure)
@@ -386,6 +328,8 @@ class SyncRun:
                 self._pause_held()  # an idle sync answers a hold at once (a batch blocks on it first)
             if self.error is not None:
                 break
+            if time.monotonic() - self._announced >= LOCK_REFRESH_S:
+                self._announce()
             if time.monotonic() >= next_events:
                 next_events = time.monotonic() + EVENTS_CHECK_S
                 self._show_events()
@@ -396,7 +340,7 @@ class SyncRun:
                     self._caught_up = True
                     break
             except LogGap as gap:
-                return _brief(gap)  # the query is stopped; the gap is healed before the next one
+                return brief(gap)  # the query is stopped; the gap is healed before the next one
         # let a batch that is being applied finish, so its acknowledgement is kept
         deadline = time.monotonic() + 60
         while self._batch_running.is_set() and time.monotonic() < deadline:
@@ -490,13 +434,13 @@ class SyncRun:
                 except Exception as exc:
                     if self.stop_requested.is_set():
                         raise  # stopping: the batch is abandoned, not acknowledged (a rerun applies it)
-                    if _permanent(exc):
-                        self.error = _as_error(exc)
+                    if is_permanent(exc):
+                        self.error = as_error(exc)
                         self.stop_requested.set()
                         raise
                     delay = backoff.next_delay()
-                    self.events.record(self.group, "apply", _brief(exc))
-                    log.warning("applying batch %d failed (retrying in %.1f s): %s", batch_id, delay, _brief(exc))
+                    self.events.record(self.group, "apply", brief(exc))
+                    log.warning("applying batch %d failed (retrying in %.1f s): %s", batch_id, delay, brief(exc))
                     self.stop_requested.wait(delay)
             self._acknowledge(rows, plan)
         finally:
@@ -585,35 +529,3 @@ class SyncRun:
         except (TransientError, LogGap):
             self.totals.lag_s = -1.0
         return self.totals
-
-
-def _brief(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0][:500] if str(exc).strip() else type(exc).__name__
-
-
-def _permanent(exc: BaseException) -> bool:
-    """Whether a failed batch would fail again. Errors cross the Spark boundary as text, so the
-    apply tasks' permanent errors are known by their class names."""
-    text = str(exc)
-    return any(name in text for name in PERMANENT_NAMES)
-
-
-#: permanent error classes an apply task may raise, as they show in Spark's error text: ours,
-#: and SQL errors that repeat themselves (a column or table gone, a privilege revoked)
-PERMANENT_NAMES = (
-    "ConfigError",
-    "UsageError",
-    "LockLost",
-    "PermanentError",
-    "LogGap",
-    "ProgrammingError",
-    "UndefinedColumn",
-    "UndefinedTable",
-    "InsufficientPrivilege",
-)
-
-
-def _as_error(exc: BaseException) -> SparkIndexError:
-    if isinstance(exc, SparkIndexError):
-        return exc
-    return PermanentError(f"applying changes failed: {_brief(exc)}")

@@ -1,0 +1,30 @@
+"""Which sync may run: one per consumer group and source database, under a lock in the store.
+
+Its key carries the source database (hashed) as well as the group, so two pipelines that share
+a coordination store but read different databases never wait on each other (nor share a slot,
+whose name carries the database too: :func:`sparkindex.sources.postgres.changes.slot_name`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sparkindex.config.model import Pipeline
+
+LOCK_TTL_S = 30.0
+LOCK_REFRESH_S = 2.0
+
+
+def sync_lock_key(group: str, source: str = "") -> str:
+    """One sync per consumer group and source database: two pipelines that share a coordination
+    store but read different databases never wait on each other (nor share a slot)."""
+    return f"sync:{group}@{source}" if source else f"sync:{group}"
+
+
+def source_key(pipeline: Pipeline) -> str:
+    """The source database, hashed (its URL may hold a password), for the sync's lock."""
+    import sqlalchemy as sa
+
+    url = sa.make_url(pipeline.source_url())
+    where = f"{url.get_backend_name()}://{url.host or ''}:{url.port or ''}/{url.database or ''}"
+    return hashlib.sha256(where.encode()).hexdigest()[:12]

@@ -97,7 +97,7 @@ def slot_of(shop: Shop, consumer: str) -> str:
     from sparkindex.sources.postgres.changes import slot_name
 
     database = str(sa.make_url(shop.url).database)
-    return slot_name(shop.pipeline.sync.slot, database, shop.pipeline.namespace(), consumer)
+    return slot_name(shop.pipeline.sync.slot, database, shop.pipeline.slot_namespace(), consumer)
 
 
 def write_pipeline(directory: Path, url: str, slot: str, extra: str = "", target: str | None = None) -> Pipeline:

@@ -153,7 +153,7 @@ def test_a_failure_after_the_swap_leaves_no_hold_and_a_rerun_hands_over(
         assert offsets.offsets(catch_up_group(job.id)) == {} and offsets.swaps(job.id) == {}
         database = str(sa.make_url(shop.url).database)
         consumer = catch_up_consumer(sorted(job.targets))
-        assert slot_name(shop.slot, database, shop.pipeline.namespace(), consumer) not in _slots(shop)
+        assert slot_name(shop.slot, database, shop.pipeline.slot_namespace(), consumer) not in _slots(shop)
         _assert_served(shop, offsets)
         shop.sql("UPDATE products SET name = :n WHERE id = 2", params={"n": HOSTILE[0]})
         shop.sync(spark)

@@ -45,6 +45,7 @@ def drop_consumer(pipeline: Pipeline, group: str) -> bool:
     fanouts = [FanOut(resolve_consumer_plan(pipeline, source, a), source) for a in aliases]
     changes = open_change_source(pipeline, source, watched_tables(fanouts), group)
     try:
+        changes.prepare()  # a slot named the old way is adopted, so that it is dropped too
         dropped = changes.drop()
     finally:
         changes.close()

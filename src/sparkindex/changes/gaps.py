@@ -151,6 +151,9 @@ class GapHealing:
     def _index(self, alias: str) -> str:
         raise NotImplementedError
 
+    def _count(self, kind: str, message: str) -> None:
+        raise NotImplementedError
+
     def _heal_gaps(self) -> bool:
         """Find the aliases whose stored offset the log cannot serve; reconcile them (the position
         now first, then verify/repair on Spark, then that position stored) or refuse. True when
@@ -161,7 +164,7 @@ class GapHealing:
         if not gaps:
             return False
         for gap in gaps:
-            self.events.record(self.group, "gap", f"{gap.alias}: {gap.reason}")
+            self._count("gap", f"{gap.alias}: {gap.reason}")
         if catch_up or self.on_gap == "fail":
             # a reindex's catch-up cannot repair a version nobody reads yet: its job fails, and
             # `reindex --new` starts afresh
@@ -174,8 +177,30 @@ class GapHealing:
         for gap in gaps:
             log.warning("gap in the change log of group %r: %s; reconciling", self.group, gap.reason)
         now = self.changes.start()  # P: the log serves everything after it from here on
+        behind = [g for g in gaps if g.stored is not None and self.changes.position(now) < g.stored]
+        if behind:
+            # Positions are the documents' external versions: from a log whose positions went
+            # backwards (another server, a restored or reset one) every later write would lose to
+            # what the index holds and be skipped as obsolete. Only a rebuild starts afresh.
+            raise LogGap(
+                f"consumer group {self.group!r}: the log now starts at position {self.changes.position(now)}, "
+                f"below the stored {', '.join(f'{g.alias}: {g.stored}' for g in behind)} (another server, or a "
+                "restored or reset one): writes ordered by those positions would be rejected as obsolete. Rebuild "
+                f"with `sparkindex reindex -c {self.pipeline.origin} --new`, then sync",
+                alias=behind[0].alias,
+                stored=behind[0].stored,
+                available=self.changes.position(now),
+            )
+        at_p = {a: self.target.alias_target(a) for a in aliases}
         found, rejected = reconcile(self.pipeline, aliases, self._spark, self.store)
-        self.positions.save(self.group, {a: (self.changes.position(now), now, self._index(a)) for a in aliases})
+        # P is stored only where the alias still points at the index the repair made equal to
+        # the source: a reindex that swapped it meanwhile handed the group its own position on
+        # the new version, which stands (storing P there would skip what the new version lacks)
+        kept = {a: idx for a, idx in at_p.items() if idx is not None and self.target.alias_target(a) == idx}
+        for alias in sorted(set(aliases) - set(kept)):
+            log.warning("alias %s was swapped while its gap was reconciled: the reindex's hand-over stands", alias)
+        if kept:
+            self.positions.save(self.group, {a: (self.changes.position(now), now, idx) for a, idx in kept.items()})
         self.totals.reconciled.update(found)
         self.totals.failed += rejected
         self._acked = None  # the stream starts again from the stored offsets
@@ -209,5 +234,8 @@ class GapHealing:
             log.warning("could not release the change log up to %s yet: %s", head, exc)
 
     def _lowest(self) -> GroupOffset:
+        """The offset the log may let go up to: the lowest of every alias of this pipeline in the
+        group (a sync of some aliases must not release what the others still need)."""
         saved = self.positions.offsets(self.group)
-        return min((saved[a] for a in self.aliases if a in saved), key=lambda o: o.position)
+        mine = {i.alias for i in self.pipeline.indexes}
+        return min((o for a, o in saved.items() if a in mine), key=lambda o: o.position)

@@ -150,6 +150,7 @@ class SyncRun(GapHealing):
         alias furthest behind (the stream's start)."""
         self.changes.prepare()
         carry_over(self.pipeline, self.store.engine, self.positions, self.group, self.aliases)
+        self._wait_for_holds()  # a reindex swapping an alias now hands it over before we look
         self._heal_gaps()
         now = self.changes.start()
         saved = self.positions.offsets(self.group)
@@ -185,7 +186,13 @@ class SyncRun(GapHealing):
         checkpoint = tempfile.mkdtemp(prefix="sparkindex-sync-")
         try:
             self._announce()
-            initial = self._initial()
+            try:
+                initial = self._initial()
+            except Exception as exc:
+                if not self.stop_requested.is_set():
+                    raise
+                log.info("stopped before streaming (the gap stays unreconciled): %s", brief(exc))
+                return self.totals
             until = self.changes.head() if self.until_caught_up else None
             self._until = until
             self._stream(initial, until, checkpoint)
@@ -206,6 +213,14 @@ class SyncRun(GapHealing):
                 self.events.record(self.group, "permanent", brief(self.error))
             raise self.error
         return self._summary()
+
+    def _count(self, kind: str, message: str) -> None:
+        """Count an error where the server's metrics see it; a store that is down must not turn
+        a retried failure into the end of the sync."""
+        try:
+            self.events.record(self.group, kind, message)
+        except Exception as exc:  # noqa: BLE001 - counting is best effort
+            log.debug("could not count a %s error: %s", kind, exc)
 
     def _announce(self) -> None:
         """Tell reindexes which aliases this sync serves (and so answers holds for): a reindex of
@@ -257,10 +272,13 @@ class SyncRun(GapHealing):
                     failure = brief(exc)
                 if failure is None or self.error is not None or self.stop_requested.is_set():
                     return
-                self.events.record(self.group, "restart", failure)
-                if self._heal_gaps():  # the failure was the log's (a slot gone, binlogs purged)
-                    initial = self._start_offset()
-                    continue
+                self._count("restart", failure)
+                try:
+                    if self._heal_gaps():  # the failure was the log's (a slot gone, binlogs purged)
+                        initial = self._start_offset()
+                        continue
+                except TransientError as exc:  # the source is down: one more failure to back off on
+                    failure = f"{failure}; checking the log: {brief(exc)}"
                 pause = restarts.failed(progressed=self.totals.batches > batches)
                 if pause is None:
                     self.error = PermanentError(
@@ -439,7 +457,7 @@ class SyncRun(GapHealing):
                         self.stop_requested.set()
                         raise
                     delay = backoff.next_delay()
-                    self.events.record(self.group, "apply", brief(exc))
+                    self._count("apply", brief(exc))
                     log.warning("applying batch %d failed (retrying in %.1f s): %s", batch_id, delay, brief(exc))
                     self.stop_requested.wait(delay)
             self._acknowledge(rows, plan)
@@ -471,9 +489,8 @@ class SyncRun(GapHealing):
         self._last_progress = time.monotonic()
         if self.on_ack is not None:
             self.on_ack(position)
-        # the log may let go of what every alias of the group has applied
-        saved = self.positions.offsets(self.group)
-        lowest = min((saved[a] for a in self.aliases if a in saved), key=lambda o: o.position)
+        # the log may let go of what every alias of the pipeline in the group has applied
+        lowest = self._lowest()
         try:
             self.changes.acknowledge(lowest.offset)
         except (TransientError, LogGap) as exc:  # a gap: the next read finds it and the sync heals it
@@ -510,7 +527,8 @@ class SyncRun(GapHealing):
         saved = self.positions.offsets(self.group)
         for alias, hold in holds.items():
             if hold.paused_by != self.holder:
-                self.offsets.pause(alias, hold.holder, saved[alias].position, self.holder)
+                mine = saved.get(alias)  # none yet: a first sync, or a gap about to be reconciled
+                self.offsets.pause(alias, hold.holder, mine.position if mine else 0, self.holder)
         return bool(holds)
 
     def _wait_for_holds(self) -> dict[str, GroupOffset]:

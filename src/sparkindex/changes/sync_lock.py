@@ -22,9 +22,11 @@ def sync_lock_key(group: str, source: str = "") -> str:
 
 
 def source_key(pipeline: Pipeline) -> str:
-    """The source database, hashed (its URL may hold a password), for the sync's lock."""
+    """The source database, hashed, for the sync's lock."""
     import sqlalchemy as sa
 
     url = sa.make_url(pipeline.source_url())
-    where = f"{url.get_backend_name()}://{url.host or ''}:{url.port or ''}/{url.database or ''}"
+    # the database's name, not the host: one server reached by two names (a VIP and an address)
+    # must still be one lock, since its slot's name carries the database name only
+    where = f"{url.get_backend_name()}/{url.database or ''}"
     return hashlib.sha256(where.encode()).hexdigest()[:12]

@@ -439,6 +439,18 @@ class Pipeline(_Strict):
         identity = f"{self.coordination_url()}|{self.coordination.prefix}"
         return hashlib.sha256(identity.encode()).hexdigest()[:16]
 
+    def slot_namespace(self) -> str:
+        """Whose replication slots these are: like :meth:`namespace`, but from the coordination
+        store's URL without its password or query, so that rotating a password does not rename
+        (and orphan, retaining WAL for ever) every slot of the pipeline."""
+        if self.sync.offsets_namespace:
+            return self.sync.offsets_namespace
+        import sqlalchemy as sa
+
+        url = sa.make_url(self.coordination_url()).set(password=None, query={})
+        stable = url.render_as_string(hide_password=False)
+        return hashlib.sha256(f"{stable}|{self.coordination.prefix}".encode()).hexdigest()[:16]
+
     def source_url(self) -> str:
         return resolve_tantivy_url(resolve_sqlite_url(self.source.url, self._base_dir), self._base_dir)
 

@@ -97,7 +97,7 @@ class PostgresChangeSource(ChangeSource):
         super().__init__(*args, **kwargs)
         url = sa.make_url(self.source.url).set(drivername="postgresql")
         self.database = str(url.database or "")
-        self.slot = slot_name(self.pipeline.sync.slot, self.database, self.pipeline.namespace(), self.consumer)
+        self.slot = slot_name(self.pipeline.sync.slot, self.database, self.pipeline.slot_namespace(), self.consumer)
         self.legacy_slot = legacy_slot_name(self.pipeline.sync.slot, self.consumer)
         self._dsn = url.render_as_string(hide_password=False)
         self._conn: psycopg.Connection[Any] | None = None
@@ -113,11 +113,16 @@ class PostgresChangeSource(ChangeSource):
                 self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=10)
             with self._conn.cursor() as cur:
                 yield cur
-        except psycopg.OperationalError as exc:
-            self._drop_connection()
-            raise TransientError(f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}") from None
         except psycopg.errors.ObjectInUse as exc:  # the slot is being read by another session
             raise TransientError(f"slot {self.slot!r}: {what}: {_first_line(exc)}") from None
+        except psycopg.errors.ObjectNotInPrerequisiteState as exc:
+            # psycopg files these under OperationalError, but they repeat: a slot invalidated
+            # (max_slot_wal_keep_size) lost its WAL, a gap; "was not created in this database",
+            # wal_level changed under us: permanent
+            text = _first_line(exc)
+            if "can no longer get changes" in text or "invalidated" in text:
+                raise LogGap(f"replication slot {self.slot!r}: {what}: {text}") from None
+            raise PermanentError(f"source {redact_url(self.source.url)}: {what}: {text}") from None
         except psycopg.errors.UndefinedObject as exc:  # the slot went away between two statements
             raise LogGap(f"replication slot {self.slot!r}: {what}: {_first_line(exc)}") from None
         except psycopg.errors.InsufficientPrivilege as exc:
@@ -125,9 +130,9 @@ class PostgresChangeSource(ChangeSource):
                 f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}; change capture needs the "
                 "REPLICATION attribute (ALTER ROLE ... WITH REPLICATION) or a superuser"
             ) from None
-        except psycopg.errors.ObjectNotInPrerequisiteState as exc:
-            # "replication slot ... was not created in this database", wal_level changed under us
-            raise PermanentError(f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}") from None
+        except psycopg.OperationalError as exc:
+            self._drop_connection()
+            raise TransientError(f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}") from None
         except psycopg.Error as exc:  # any other refusal repeats itself: never retried for ever
             raise PermanentError(f"source {redact_url(self.source.url)}: {what}: {_first_line(exc)}") from None
 
@@ -243,7 +248,15 @@ class PostgresChangeSource(ChangeSource):
         stored = self.position(offset)
         with self._cursor(f"checking slot {self.slot!r}") as cur:
             found = self._slot_row(cur, self.slot)
+            cur.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (self.slot,))
+            status = cur.fetchone()
         self._refuse_foreign(found)
+        if found is not None and status is not None and status[0] == "lost":
+            return Gap(
+                f"replication slot {self.slot!r} was invalidated (wal_status lost: max_slot_wal_keep_size "
+                f"removed WAL it still needed); the WAL after the stored position {lsn_text(stored)} is gone",
+                stored,
+            )
         if found is None:
             return Gap(
                 f"replication slot {self.slot!r} does not exist (dropped by hand, by another pipeline's "
@@ -304,11 +317,14 @@ class PostgresChangeSource(ChangeSource):
             row = cur.fetchone()
             target = lsn_int(row[0]) if row else 0
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
+            while True:
                 cur.execute("SELECT pg_current_wal_flush_lsn()::text")
                 flushed = cur.fetchone()
                 if flushed and lsn_int(flushed[0]) >= target:
                     break
+                if time.monotonic() > deadline:
+                    # a head the peek cannot see yet must not be stored as caught up
+                    raise TransientError(f"the WAL was not flushed up to {lsn_text(target)} within 10 s")
                 time.sleep(0.02)
         return {"lsn": target}
 

@@ -9,6 +9,8 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
 - ``resume``: a full run, a SIGKILL at half way, the rerun, verify (bench/resume.py);
 - ``memory``: peak RSS per Spark Python worker at a small and a large row count (bench/memory.py);
 - ``verify``: verify on Spark against the reindex's own docs/s, the shop at ``BENCH_ROWS`` (bench/verify.py);
+- ``reconcile``: a sync healing a gap in its change log (verify/repair on Spark) against the same
+  index's full reindex, the shop at ``BENCH_ROWS`` with planted drift (bench/reconcile.py);
 - ``null``: ``reindex_null``, ~2 KB nested documents from PostgreSQL into a null bulk endpoint
   (the pipeline's own cost) against a COPY ceiling and the PGSync peer figure (bench/null.py);
 - ``sync``: ``sync_latency`` (commit to searchable at a steady rate) and ``catch_up`` (a backlog
@@ -44,7 +46,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL = ("pg", "claims", "tantivy", "large", "resume", "memory", "null", "verify", "sync")
+ALL = ("pg", "claims", "tantivy", "large", "resume", "memory", "null", "verify", "reconcile", "sync")
 QUICK = {
     "BENCH_ROWS": "20000",
     "BENCH_LARGE_ROWS": "20000",
@@ -141,6 +143,7 @@ def main() -> None:
         "memory": lambda: [bench_memory()],
         "null": null_lines,
         "verify": lambda: [importlib.import_module("bench.verify").bench_verify(rows)],
+        "reconcile": lambda: [importlib.import_module("bench.reconcile").bench_reconcile(rows)],
         "sync": lambda: importlib.import_module("bench.sync").main_lines(),  # sync_latency, catch_up
     }
     failed = []

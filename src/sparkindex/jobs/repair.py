@@ -41,8 +41,11 @@ def repair_options(job: JobConfig, run_id: str) -> TaskOptions:
     )
 
 
-def repair(verifier: Verifier, run_id: str) -> RepairResult:
-    """Both passes. When the first finds nothing to fix, it is also the second."""
+def repair(verifier: Verifier, run_id: str, *, check_after: bool = True) -> RepairResult:
+    """Both passes. When the first finds nothing to fix, it is also the second. *check_after*
+    False (a sync's gap reconciliation, whose stream applies whatever was written meanwhile and
+    reports what the first pass found): the index is finished, the second pass skipped, and the
+    first pass stands for both."""
     before = verifier.run(repair_options(verifier.job, run_id))
     if all(r.clean for r in before):
         return RepairResult(before, before)
@@ -50,5 +53,7 @@ def repair(verifier: Verifier, run_id: str) -> RepairResult:
         fixed = r.repaired or {}
         if r.index is not None and fixed.get("indexed", 0) + fixed.get("deleted", 0) > 0:
             verifier.target.finish_version(r.index)
+    if not check_after:
+        return RepairResult(before, before)
     verifier.progress.phase("verifying again after the repair")
     return RepairResult(before, verifier.run(TaskOptions()))

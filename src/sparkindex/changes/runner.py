@@ -439,6 +439,8 @@ class SyncRun(GapHealing):
     def _sink(self, spark: Any, wire: str, batch: Any, batch_id: int) -> None:
         from sparkindex.spark.stream import SUMMARY_DDL, ApplyTasks
 
+        if self.stop_requested.is_set() or self.error is not None:
+            return  # a batch after an abandoned one is never applied, so never acknowledged past it
         self._batch_running.set()
         try:
             backoff = Backoff(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
@@ -449,13 +451,16 @@ class SyncRun(GapHealing):
                 try:
                     rows = batch.mapInArrow(ApplyTasks(wire, run, plan), SUMMARY_DDL).collect()
                     break
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - Spark's errors reach us as any class
+                    # Raising here would go back through Py4J, which prints a traceback; the batch
+                    # is abandoned instead: not acknowledged, so the next run applies it again.
                     if self.stop_requested.is_set():
-                        raise  # stopping: the batch is abandoned, not acknowledged (a rerun applies it)
+                        log.info("batch %d abandoned while stopping (not acknowledged): %s", batch_id, brief(exc))
+                        return
                     if is_permanent(exc):
                         self.error = as_error(exc)
                         self.stop_requested.set()
-                        raise
+                        return
                     delay = backoff.next_delay()
                     self._count("apply", brief(exc))
                     log.warning("applying batch %d failed (retrying in %.1f s): %s", batch_id, delay, brief(exc))

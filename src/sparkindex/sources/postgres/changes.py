@@ -59,9 +59,6 @@ def lsn_text(value: int) -> str:
     return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
 
 
-#: a slot as pg_replication_slots has it: (database, confirmed position, in this database, wal_status)
-SlotRow = tuple[str | None, int | None, bool, str | None]
-
 #: PostgreSQL's limit on a slot's name
 SLOT_NAME_MAX = 63
 
@@ -208,20 +205,19 @@ class PostgresChangeSource(ChangeSource):
         row = cur.fetchone()
         return None if row is None or row[0] is None else lsn_int(row[0])
 
-    def _slot_row(self, cur: psycopg.Cursor[Any], name: str) -> SlotRow | None:
-        """(database, confirmed position, in this database, wal_status) of slot *name*, None if
-        there is none."""
+    def _slot_row(self, cur: psycopg.Cursor[Any], name: str) -> tuple[str | None, int | None, bool] | None:
+        """(database, confirmed position, in this database) of slot *name*, None if there is none."""
         cur.execute(
-            "SELECT database, confirmed_flush_lsn::text, database = current_database(), wal_status "
-            "FROM pg_replication_slots WHERE slot_name = %s",
+            "SELECT database, confirmed_flush_lsn::text, database = current_database() FROM pg_replication_slots "
+            "WHERE slot_name = %s",
             (name,),
         )
         row = cur.fetchone()
         if row is None:
             return None
-        return row[0], (None if row[1] is None else lsn_int(row[1])), bool(row[2]), row[3]
+        return row[0], (None if row[1] is None else lsn_int(row[1])), bool(row[2])
 
-    def _refuse_foreign(self, found: SlotRow | None) -> None:
+    def _refuse_foreign(self, found: tuple[str | None, int | None, bool] | None) -> None:
         if found is not None and not found[2]:
             raise PermanentError(
                 f"replication slot {self.slot!r} belongs to database {found[0]!r}, not to {self.database!r}: "
@@ -252,8 +248,10 @@ class PostgresChangeSource(ChangeSource):
         stored = self.position(offset)
         with self._cursor(f"checking slot {self.slot!r}") as cur:
             found = self._slot_row(cur, self.slot)
+            cur.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (self.slot,))
+            status = cur.fetchone()
         self._refuse_foreign(found)
-        if found is not None and found[3] == "lost":
+        if found is not None and status is not None and status[0] == "lost":
             return Gap(
                 f"replication slot {self.slot!r} was invalidated (wal_status lost: max_slot_wal_keep_size "
                 f"removed WAL it still needed); the WAL after the stored position {lsn_text(stored)} is gone",

@@ -8,9 +8,11 @@ write are one statement, not check-then-act.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -32,6 +34,23 @@ _MYSQL_RERUN = (1213, 1205, 2006, 2013, 2003)
 _PG_RERUN = ("40P01", "40001", "57P01", "57P02", "57P03")
 #: how long a store call keeps rerunning, from its first attempt
 RERUN_DEADLINE_S = 120.0
+#: a tighter bound a caller puts on the reruns of every store call it makes (see :func:`reruns_until`)
+_RERUN_UNTIL: ContextVar[Callable[[], float] | None] = ContextVar("rerun_until", default=None)
+
+
+@contextlib.contextmanager
+def reruns_until(deadline: Callable[[], float]) -> Iterator[None]:
+    """Store calls made in this block (this thread or task) stop rerunning once ``time.monotonic()``
+    reaches ``deadline()``, read again at every failure, as well as after ``RERUN_DEADLINE_S``.
+
+    A partition worker bounds its calls by its lease (the time until it can no longer prove its
+    claim is its own): rerunning beyond that would only outlast the claim it is trying to keep.
+    """
+    token = _RERUN_UNTIL.set(deadline)
+    try:
+        yield
+    finally:
+        _RERUN_UNTIL.reset(token)
 
 
 def retryable(exc: DBAPIError) -> bool:
@@ -70,9 +89,12 @@ def rerun_on_conflict(fn: Callable[..., T]) -> Callable[..., T]:
                     backoff = Backoff(
                         initial_s=0.005, max_s=1.0, deadline_s=max(0.0, RERUN_DEADLINE_S - (time.monotonic() - started))
                     )
-                if backoff.expired():
+                until = _RERUN_UNTIL.get()
+                left = None if until is None else until() - time.monotonic()
+                if backoff.expired() or (left is not None and left <= 0):
                     raise
-                time.sleep(backoff.next_delay())
+                delay = backoff.next_delay()
+                time.sleep(delay if left is None else min(delay, left))
 
     return wrapper
 

@@ -29,6 +29,31 @@ from sparkindex.keys import dump_key
 P = PartitionStatus
 
 
+def run_direct(direct: DirectStatement, params: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
+    """Run a hot statement on this thread's own connection, every driver error raised as the
+    :class:`sqlalchemy.exc.DBAPIError` the pooled path raises. The statement wraps what its
+    cursor raises; a connection it could not make (the server refuses it) came out as the
+    driver's own error, which neither the callers nor :func:`rerun_on_conflict` expect (a
+    worker's lease thread died of it)."""
+    try:
+        return direct.run(params)
+    except sa.exc.DBAPIError:
+        raise
+    except Exception as exc:
+        dialect = direct.connections.engine.dialect
+        if not isinstance(exc, dialect.loaded_dbapi.Error):
+            raise
+        raise sa.exc.DBAPIError.instance(
+            direct.sql,
+            params,
+            exc,
+            dialect.loaded_dbapi.Error,
+            hide_parameters=True,
+            connection_invalidated=bool(dialect.is_disconnect(exc, None, None)),
+            dialect=dialect,
+        ) from exc
+
+
 def claim_order(pt: sa.Table) -> tuple[sa.ColumnElement[Any], ...]:
     """The one claim order (Data Prepper's acquisition order, OpenMetadata's LPT): re-opened
     CLOSED partitions first, then by priority, then the largest work first."""
@@ -203,7 +228,7 @@ class PartitionRows(StoreBase):
         stmt = self._claim_stmt if take_over_run else self._claim_free_stmt
         direct = self._direct.get(id(stmt))
         if direct is not None:
-            _, claimed = direct.run(params)
+            _, claimed = run_direct(direct, params)
             if claimed is not None:
                 return PartitionRecord.from_mapping(claimed)
         # RETURNING: one autocommit statement; MySQL/MariaDB: UPDATE then SELECT in one transaction
@@ -271,7 +296,7 @@ class PartitionRows(StoreBase):
     @rerun_on_conflict
     def _run_fenced(self, stmt: sa.Update, params: dict[str, Any], partition_id: str, token: int, to: Any) -> None:
         direct = self._direct.get(id(stmt))
-        if direct is not None and direct.run(params)[0] == 1:
+        if direct is not None and run_direct(direct, params)[0] == 1:
             return
         with self.single.begin() as conn:
             if direct is None and conn.execute(stmt, params).rowcount == 1:

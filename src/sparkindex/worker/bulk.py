@@ -38,16 +38,21 @@ def bulk_with_retries(
     backoff: Backoff,
     sleep: Callable[[float], None] = time.sleep,
     unsynced: bool = False,
+    guard: Callable[[], None] | None = None,
 ) -> BulkOutcome:
     """Write *items*; raise :class:`TransientError` only when retries are exhausted for the request.
 
     *unsynced*: apply without waiting for durability (:meth:`Target.bulk_unsynced`); the caller
-    syncs to ``outcome.marks`` before it treats the items as written.
+    syncs to ``outcome.marks`` before it treats the items as written. *guard* is called before
+    every request, the first and each retry, and raises to stop writing (a partition worker's
+    lease check: a retry must not land after another worker took the partition over).
     """
     outcome = BulkOutcome()
     todo = list(items)
     attempt = 0
     while todo:
+        if guard is not None:
+            guard()
         started = time.monotonic()
         try:
             if unsynced:

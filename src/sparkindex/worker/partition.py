@@ -9,6 +9,15 @@ token; a worker whose claim was taken over stops touching the partition.
 Reading and writing overlap: up to ``max_in_flight`` bulks are on their way (background threads)
 while the next batch is read and built, and acknowledgements are recorded in order. A target that
 makes writes durable in groups (Tantivy's group commit) then never stalls the reader.
+
+A claim is a lease: another worker may take the partition over once its heartbeat is older than
+``claim_timeout_s``, by that worker's wall clock. So a worker writes only while it can prove the
+lease is still its own: every write (each bulk request, retries included, and each stage add)
+first checks that the last successful renewal, by this process's monotonic clock, is younger than
+``LEASE_SAFE_FRACTION`` of ``claim_timeout_s``; the rest of the timeout is the margin for a
+request already on its way and for the clocks of two machines disagreeing. A worker cut off from
+the store therefore stops writing on its own, and its store calls stop rerunning at the same
+moment (:func:`~sparkindex.coordination.base.reruns_until`).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from typing import Any, Literal
 
 from sqlalchemy.exc import DBAPIError
 
+from sparkindex.coordination.base import reruns_until
 from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
@@ -40,6 +50,11 @@ log = logging.getLogger(__name__)
 
 OutcomeStatus = Literal["completed", "released", "failed", "closed", "lost", "skipped"]
 STOP_CHECK_INTERVAL_S = 2.0
+#: a worker writes only while its last lease renewal is younger than this share of claim_timeout_s;
+#: renewals come every quarter (at least every LEASE_RENEW_MIN_S), so one that fails costs no
+#: write, and the last quarter is the margin for a request on its way and for disagreeing clocks
+LEASE_SAFE_FRACTION = 0.75
+LEASE_RENEW_MIN_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -84,25 +99,69 @@ class _Batch:
     cursor: tuple[Any, ...] | None = None
 
 
+class LeaseExpired(LockLost):
+    """The worker cannot prove that its claim is still its own: its last successful renewal is
+    too old (the store is unreachable or too slow), so another worker may own the partition."""
+
+
 class _Lease(threading.Thread):
     """Renews the claim's heartbeat while a page is read or a bulk waits, so a slow partition is
-    never mistaken for a dead one; notices a takeover between acknowledgements."""
+    never mistaken for a dead one; notices a takeover between acknowledgements; and tells the
+    writes whether the claim can still be proven (:meth:`check`)."""
 
-    def __init__(self, store: CoordinationStore, rec: PartitionRecord, every_s: float) -> None:
+    def __init__(
+        self, store: CoordinationStore, rec: PartitionRecord, claim_timeout_s: float, claimed_at: float
+    ) -> None:
         super().__init__(name=f"lease-{rec.id[:8]}", daemon=True)
-        self.store, self.rec, self.every_s = store, rec, every_s
+        self.store, self.rec = store, rec
+        self.every_s = max(LEASE_RENEW_MIN_S, claim_timeout_s / 4)
+        #: how long one renewal proves the claim for
+        self.valid_for_s = claim_timeout_s * LEASE_SAFE_FRACTION
         self.lost: str | None = None
+        #: time.monotonic() when the last store call that renewed the claim began (the heartbeat it
+        #: stored is the wall clock of that moment or later); the claim is the first renewal
+        self.renewed_at = claimed_at
+        self._guard = threading.Lock()
         self._stop_event = threading.Event()
 
+    def renewed(self, started: float) -> None:
+        """A store call begun at *started* (monotonic) renewed the claim."""
+        with self._guard:
+            self.renewed_at = max(self.renewed_at, started)
+
+    def valid_until(self) -> float:
+        """The monotonic time after which the claim can no longer be proven without a renewal."""
+        return self.renewed_at + self.valid_for_s
+
+    def expired(self) -> bool:
+        return time.monotonic() > self.valid_until()
+
+    def check(self) -> None:
+        """Raise :class:`LockLost` when a takeover was noticed, :class:`LeaseExpired` when the
+        claim cannot be proven any more; called before every write to the target."""
+        if self.lost:
+            raise LockLost(self.lost)
+        age = time.monotonic() - self.renewed_at
+        if age > self.valid_for_s:
+            raise LeaseExpired(
+                f"partition {self.rec.id}: claim {self.rec.claim_token} was last renewed {age:.1f}s ago, more than "
+                f"{self.valid_for_s:g}s ({LEASE_SAFE_FRACTION:g} of claim_timeout_s): another worker may own it now, "
+                "so this one writes no more"
+            )
+
     def run(self) -> None:
-        while not self._stop_event.wait(self.every_s):
-            try:
-                self.store.heartbeat(self.rec.id, self.rec.claim_token)
-            except LockLost as exc:
-                self.lost = str(exc)
-                return
-            except (DBAPIError, TransientError) as exc:  # the store is down: the next renewal retries
-                log.warning("lease renewal for partition %s failed: %s", self.rec.id, exc)
+        with reruns_until(self.valid_until):  # a renewal that cannot prove the lease is no renewal
+            while not self._stop_event.wait(self.every_s):
+                started = time.monotonic()
+                try:
+                    self.store.heartbeat(self.rec.id, self.rec.claim_token)
+                except LockLost as exc:
+                    self.lost = str(exc)
+                    return
+                except (DBAPIError, TransientError) as exc:  # the store is down: the next renewal retries
+                    log.warning("lease renewal for partition %s failed: %s", self.rec.id, exc)
+                else:
+                    self.renewed(started)
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -141,11 +200,12 @@ class PartitionWorker:
             raise
         if rec is None:  # the job is stopping, it is finished, or a live process elsewhere holds it
             return PartitionOutcome(partition_id, "", "skipped")
-        lease = _Lease(self.store, rec, max(0.5, self.s.claim_timeout_s / 4))
+        lease = _Lease(self.store, rec, self.s.claim_timeout_s, started)
         lease.start()
         try:
             attempt = _Attempt(self, rec, lease)
-            status, error = attempt.run()
+            with reruns_until(lease.valid_until):  # no store call outlasts the lease it works under
+                status, error = attempt.run()
         finally:
             lease.stop()
         return PartitionOutcome(
@@ -206,8 +266,13 @@ class _Attempt:
         except TransientError as exc:
             # The target stayed down beyond our retries: stop reading this partition and park it
             # (CLOSED until reopen_at) rather than hammer a struggling target.
-            self.w.store.close_partition(rec.id, rec.claim_token, time.time() + s.reopen_after_s, f"target: {exc}")
+            try:
+                self.w.store.close_partition(rec.id, rec.claim_token, time.time() + s.reopen_after_s, f"target: {exc}")
+            except LockLost as lost:
+                return "lost", str(lost)
             return "closed", str(exc)
+        except LeaseExpired as exc:
+            return self._give_up(exc)
         except LockLost as exc:
             log.warning("%s; leaving the partition to its new owner", exc)
             return "lost", str(exc)
@@ -220,10 +285,30 @@ class _Attempt:
             except LockLost as lost:
                 return "lost", str(lost)
             return "failed", str(exc)
+        except DBAPIError as exc:
+            if not self.lease.expired():
+                raise
+            # A store call gave up at the end of the lease (reruns_until): the store is down.
+            return self._give_up(
+                LeaseExpired(f"partition {rec.id}: the store did not answer before the lease ran out: {exc}")
+            )
         finally:
             self._pool.shutdown(wait=True, cancel_futures=True)
             if self.stage is not None:
                 self.stage.discard()  # unacknowledged: a later claim reads it again from the cursor
+
+    def _give_up(self, exc: LeaseExpired) -> tuple[OutcomeStatus, str | None]:
+        """The claim cannot be proven any more: write nothing more, let the bulks already on their
+        way end (their retries check the lease too), then give the partition back, cursor kept,
+        if the store answers and the claim is still ours; one try (the lease is over, so store
+        calls no longer rerun): a store that is down leaves the claim to expire and be taken over."""
+        log.warning("%s", exc)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            self.w.store.release(self.rec.id, self.rec.claim_token)
+        except (LockLost, DBAPIError, TransientError) as err:
+            log.info("partition %s not released (left to expire): %s", self.rec.id, err)
+        return "lost", str(exc)
 
     def _run(self) -> tuple[OutcomeStatus, str | None]:
         self.stage = self._open_stage()
@@ -244,8 +329,7 @@ class _Attempt:
         rng = KeyRange(rec.range_start, rec.range_end)
         batch = _Batch(cursor=self.after)
         while True:
-            if self.lease.lost:
-                raise LockLost(self.lease.lost)
+            self.lease.check()
             if w.stopping():
                 self._send(batch)
                 self._acknowledge_all()
@@ -295,7 +379,14 @@ class _Attempt:
         while len(self._in_flight) >= s.max_in_flight:
             self._collect_oldest()
         future = self._pool.submit(
-            bulk_with_retries, self.w.target, self.index, batch.items, s.retries, s.backoff(), unsynced=True
+            bulk_with_retries,
+            self.w.target,
+            self.index,
+            batch.items,
+            s.retries,
+            s.backoff(),
+            unsynced=True,
+            guard=self.lease.check,  # before every request: no write once the claim cannot be proven
         )
         self._in_flight.append((batch, future))
         while self._in_flight and self._in_flight[0][1].done():
@@ -316,6 +407,7 @@ class _Attempt:
             self.stage = self._open_stage()
             assert self.stage is not None
         started = time.monotonic()
+        self.lease.check()
         rejected = self.stage.add(batch.items) if batch.items else []
         outcome = BulkOutcome(success=len(batch.items) - len(rejected))
         outcome.failures.extend((r.id, r.error_class or "BulkItemError", r.error or "rejected") for r in rejected)

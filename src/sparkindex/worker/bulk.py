@@ -3,7 +3,10 @@
 Modelled on ``streaming_bulk`` in elasticsearch-py: a whole-request transient failure retries the
 request; item-level transient failures retry just those items (the same id may appear twice, as
 a delete and a later index, so items are matched to results by position); permanent item failures are
-returned for the dead-letter store. Nothing here knows about Spark or partitions.
+returned for the dead-letter store. Items still rejected as transient after the last retry (429,
+503: "not now") are returned with them, or, for callers that can come back later (a partition
+worker parks its partition), raised as :class:`ItemsStillTransient`. Nothing here knows about
+Spark or partitions.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from sparkindex.retry import Backoff
 from sparkindex.targets.base import BulkItem, Target, WriteMark
 
 log = logging.getLogger(__name__)
+
+
+class ItemsStillTransient(TransientError):
+    """Items the target still rejected as transient after every retry: busy now, not unbuildable,
+    so not dead letters. The bulk's other items may have been written."""
 
 
 @dataclass
@@ -39,6 +47,7 @@ def bulk_with_retries(
     sleep: Callable[[float], None] = time.sleep,
     unsynced: bool = False,
     guard: Callable[[], None] | None = None,
+    raise_transient: bool = False,
 ) -> BulkOutcome:
     """Write *items*; raise :class:`TransientError` only when retries are exhausted for the request.
 
@@ -46,6 +55,8 @@ def bulk_with_retries(
     syncs to ``outcome.marks`` before it treats the items as written. *guard* is called before
     every request, the first and each retry, and raises to stop writing (a partition worker's
     lease check: a retry must not land after another worker took the partition over).
+    *raise_transient*: items still rejected as transient after the last retry raise
+    :class:`ItemsStillTransient` instead of being returned among the failures.
     """
     outcome = BulkOutcome()
     todo = list(items)
@@ -74,13 +85,22 @@ def bulk_with_retries(
             continue
         outcome.latencies.append(time.monotonic() - started)
         retry: list[BulkItem] = []
+        busy: list[tuple[str, str]] = []
         for item, res in zip(todo, results, strict=True):  # one result per item, in order
             if res.ok:
                 outcome.success += 1
             elif res.transient and attempt < retries:
                 retry.append(item)
+            elif res.transient and raise_transient:
+                busy.append((res.id, res.error or "rejected"))
             else:
                 outcome.failures.append((res.id, res.error_class or "BulkItemError", res.error or "rejected"))
+        if busy:
+            first_id, first_error = busy[0]
+            raise ItemsStillTransient(
+                f"{len(busy)} item(s) of a bulk to {index} still rejected after {retries} retries, "
+                f"e.g. id {first_id!r}: {first_error}"
+            )
         todo = retry
         if todo:
             attempt += 1

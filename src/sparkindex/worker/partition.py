@@ -264,8 +264,10 @@ class _Attempt:
         try:
             return self._run()
         except TransientError as exc:
-            # The target stayed down beyond our retries: stop reading this partition and park it
-            # (CLOSED until reopen_at) rather than hammer a struggling target.
+            # The target stayed down beyond our retries, or kept rejecting items as busy (429,
+            # 503): stop reading this partition and park it (CLOSED until reopen_at, cursor kept:
+            # the unacknowledged batches are written again) rather than hammer a struggling
+            # target or write the items off as dead letters.
             try:
                 self.w.store.close_partition(rec.id, rec.claim_token, time.time() + s.reopen_after_s, f"target: {exc}")
             except LockLost as lost:
@@ -387,6 +389,7 @@ class _Attempt:
             s.backoff(),
             unsynced=True,
             guard=self.lease.check,  # before every request: no write once the claim cannot be proven
+            raise_transient=True,  # still busy after every retry: park the partition, lose nothing
         )
         self._in_flight.append((batch, future))
         while self._in_flight and self._in_flight[0][1].done():

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test bench lint java venv clean
+.PHONY: demo test bench chaos lint java venv clean
 
 java:
 	@if ! java -version 2>&1 | grep -q 'version "17'; then \
@@ -38,8 +38,13 @@ bench: java venv
 	bash scripts/test-services.sh
 	$(BIN)/python -m bench.run
 
+# The seeded fault campaign (chaos/): CHAOS_TRIALS trials (default 30) from CHAOS_SEED (default 1).
+chaos: java venv
+	bash scripts/test-services.sh
+	$(BIN)/python -m chaos
+
 lint: venv
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench chaos
 	$(BIN)/mypy
 
 clean:

@@ -14,7 +14,9 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
 - ``null``: ``reindex_null``, ~2 KB nested documents from PostgreSQL into a null bulk endpoint
   (the pipeline's own cost) against a COPY ceiling and the PGSync peer figure (bench/null.py);
 - ``sync``: ``sync_latency`` (commit to searchable at a steady rate) and ``catch_up`` (a backlog
-  replayed), PostgreSQL and MariaDB (bench/sync.py).
+  replayed), PostgreSQL and MariaDB (bench/sync.py);
+- ``chaos``: the seeded fault campaign (chaos/), ``CHAOS_TRIALS`` trials (default 30) from
+  ``CHAOS_SEED`` (default 1); its summary line, an error line when a trial was not clean.
 
 Every reindex figure is end to end (``sparkindex reindex`` as a subprocess, Spark start-up
 included) against the naive single-process loop (bench/naive.py) on the same data in the same run.
@@ -46,7 +48,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL = ("pg", "claims", "tantivy", "large", "resume", "memory", "null", "verify", "reconcile", "sync")
+ALL = ("pg", "claims", "tantivy", "large", "resume", "memory", "null", "verify", "reconcile", "sync", "chaos")
 QUICK = {
     "BENCH_ROWS": "20000",
     "BENCH_LARGE_ROWS": "20000",
@@ -121,6 +123,22 @@ def null_lines() -> list[dict[str, object]]:
     return [bench_null()]
 
 
+def chaos_lines() -> list[dict[str, object]]:
+    """The campaign as its own process (it starts and restarts servers of its own); its trials'
+    lines go to stderr, its summary is the bench line."""
+    done = subprocess.run([sys.executable, "-m", "chaos"], cwd=ROOT, capture_output=True, text=True)
+    lines = [orjson.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    for line in lines[:-1]:
+        if not line.get("ok"):
+            print(orjson.dumps(line).decode(), file=sys.stderr)
+    if not lines or lines[-1].get("bench") != "chaos":
+        return [{"bench": "chaos", "error": f"exit {done.returncode}: {done.stderr[-800:]}"}]
+    summary: dict[str, object] = lines[-1]
+    if summary["clean"] != summary["trials"]:
+        summary["error"] = f"{int(str(summary['trials'])) - int(str(summary['clean']))} trial(s) not clean"
+    return [summary]
+
+
 def main() -> None:
     if os.environ.get("BENCH_QUICK"):
         for key, value in QUICK.items():
@@ -145,6 +163,7 @@ def main() -> None:
         "verify": lambda: [importlib.import_module("bench.verify").bench_verify(rows)],
         "reconcile": lambda: [importlib.import_module("bench.reconcile").bench_reconcile(rows)],
         "sync": lambda: importlib.import_module("bench.sync").main_lines(),  # sync_latency, catch_up
+        "chaos": chaos_lines,
     }
     failed = []
     for name in names:

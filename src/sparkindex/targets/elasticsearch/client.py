@@ -13,6 +13,7 @@ from sparkindex.errors import ConfigError
 from sparkindex.targets.elasticsearch.config import ElasticsearchTargetConfig
 from sparkindex.targets.elasticsearch.errors import translate
 from sparkindex.targets.search_engine.api import Request, Transport
+from sparkindex.targets.search_engine.quiet_logs import quiet_client_failures
 from sparkindex.targets.search_engine.target import SearchEngineTarget
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class ElasticsearchTransport(Transport):
                 if getattr(c, key) is not None:
                     tls[key] = str(getattr(c, key))
         serializer = OrjsonSerializer()
+        quiet_client_failures()
         try:
             self.client = elasticsearch.Elasticsearch(
                 c.host_urls(),

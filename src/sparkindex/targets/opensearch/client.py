@@ -12,6 +12,7 @@ from sparkindex.errors import ConfigError
 from sparkindex.targets.opensearch.config import OpenSearchTargetConfig
 from sparkindex.targets.opensearch.errors import translate
 from sparkindex.targets.search_engine.api import Request, Transport
+from sparkindex.targets.search_engine.quiet_logs import quiet_client_failures
 from sparkindex.targets.search_engine.target import SearchEngineTarget
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class OpenSearchTransport(Transport):
         auth = None
         if c.username is not None or c.password is not None:
             auth = (c.username or "", c.password.get_secret_value() if c.password else "")
+        quiet_client_failures()
         try:
             self.client = opensearchpy.OpenSearch(
                 hosts=c.host_urls(),

@@ -1,0 +1,64 @@
+"""``python -m chaos [--seed S] [--trials N | --only-trial I]``: the campaign.
+
+Prints one JSON line per trial, then a summary line; a failing trial prints the command that
+replays it. Exits 0 when every trial is clean, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from chaos.campaign import Campaign
+from chaos.plan import plan_trial
+from chaos.trial import TrialRun
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("CHAOS_SEED", "1")))
+    parser.add_argument("--trials", type=int, default=int(os.environ.get("CHAOS_TRIALS", "30")))
+    parser.add_argument("--only-trial", type=int, default=None, help="replay this one trial of the campaign")
+    parser.add_argument("--workdir", type=Path, default=None, help="where trials keep logs (default: a temp dir)")
+    parser.add_argument("--plan", action="store_true", help="print the plans, run nothing")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    trials = [args.only_trial] if args.only_trial is not None else list(range(args.trials))
+    if args.plan:
+        for i in trials:
+            print(orjson.dumps(plan_trial(args.seed, i), default=str).decode())
+        return 0
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparkindex-chaos-"))
+    started = time.monotonic()
+    clean = injected = 0
+    with Campaign(workdir) as campaign:
+        for i in trials:
+            plan = plan_trial(args.seed, i)
+            result = TrialRun(plan, campaign).execute()
+            injected += sum(1 for f in result["faults"] if f.get("injected"))
+            clean += bool(result["ok"])
+            print(orjson.dumps(result).decode(), flush=True)
+            if not result["ok"]:
+                print(f"replay: {plan.replay()}  (logs: {workdir / f'trial-{i:03d}'})", file=sys.stderr, flush=True)
+    summary = {
+        "bench": "chaos",
+        "seed": args.seed,
+        "trials": len(trials),
+        "clean": clean,
+        "faults_injected": injected,
+        "seconds": round(time.monotonic() - started, 1),
+        "workdir": str(workdir),
+    }
+    print(orjson.dumps(summary).decode(), flush=True)
+    return 0 if clean == len(trials) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""What must hold at the end of every trial, whatever the faults were.
+
+1. ``verify`` of every alias: 0 missing, 0 extra, 0 stale, 0 duplicates;
+2. no partition completed twice, read from a history the store itself keeps: a trigger the
+   campaign installs on the partition table logs every status change (our code cannot skip it);
+3. no alias moved by a holder whose fence was stale (the store's log of swap attempts);
+4. nothing left behind: replication slots other than the sync's, live holds, sync presence,
+   unexpired locks, index versions beyond what ``keep_versions`` keeps;
+5. no dead letters: the workload makes no row unbuildable;
+6. every process ended with a documented exit code (0, 1, 3; 2 means a bad config, and the
+   campaign's is good) and printed no Python traceback, unless the campaign killed it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+import sqlalchemy as sa
+
+from sparkindex.config import load_pipeline
+from sparkindex.coordination.offsets import OffsetStore
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.targets.registry import open_target
+
+if TYPE_CHECKING:
+    from chaos.trial import TrialRun
+
+DOCUMENTED_EXITS = {0, 1, 3}
+TRACEBACK = "Traceback (most recent call last)"
+
+_HISTORY = [
+    "CREATE TABLE IF NOT EXISTS chaos_partition_history (partition_id text NOT NULL, job_id text, "
+    "old_status text, new_status text NOT NULL, claim_token bigint, owner text, at timestamptz NOT NULL)",
+    """CREATE OR REPLACE FUNCTION chaos_log_partition() RETURNS trigger AS $$
+    BEGIN
+      IF TG_OP = 'INSERT' OR NEW.status IS DISTINCT FROM OLD.status THEN
+        INSERT INTO chaos_partition_history VALUES (NEW.id, NEW.job_id,
+          CASE WHEN TG_OP = 'INSERT' THEN NULL ELSE OLD.status END, NEW.status, NEW.claim_token, NEW.owner,
+          clock_timestamp());
+      END IF;
+      RETURN NEW;
+    END $$ LANGUAGE plpgsql""",
+    "CREATE OR REPLACE TRIGGER chaos_partition_history AFTER INSERT OR UPDATE ON si_partition "
+    "FOR EACH ROW EXECUTE FUNCTION chaos_log_partition()",
+]
+
+
+def install_partition_history(store_url: str) -> None:
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            for statement in _HISTORY:
+                conn.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+
+
+def check(run: TrialRun) -> list[str]:
+    violations: list[str] = []
+    for name, fn in (
+        ("verify", verify_clean),
+        ("partitions", completed_once),
+        ("fences", fences_current),
+        ("leftovers", nothing_left_behind),
+        ("dead letters", no_dead_letters),
+        ("exits", documented_exits),
+    ):
+        try:
+            violations += fn(run)
+        except Exception as exc:  # noqa: BLE001 - a check that cannot run is a violation, never a pass
+            violations.append(f"{name}: the check itself failed: {type(exc).__name__}: {exc}")
+    return violations + [f"note: {n}" for n in run.notes]
+
+
+def verify_clean(run: TrialRun) -> list[str]:
+    cli = str(Path(sys.executable).with_name("sparkindex"))
+    done = subprocess.run(
+        [cli, "verify", "-c", str(run.pipeline), "--json"], capture_output=True, text=True, timeout=900, cwd=run.dir
+    )
+    (run.dir / "logs" / "verify.err").write_text(done.stderr, encoding="utf-8")
+    lines = done.stdout.strip().splitlines()
+    if not lines:
+        return [f"verify exited {done.returncode} with no report: {done.stderr[-800:]}"]
+    report = orjson.loads(lines[-1])
+    out = []
+    for alias, r in sorted(report.get("aliases", {}).items()):
+        drift = {k: r[k] for k in ("missing", "extra", "stale", "duplicates") if r.get(k)}
+        if drift:
+            out.append(f"verify {alias}: {drift} of {r.get('checked')} checked")
+    if done.returncode != 0 and not out:
+        out.append(f"verify exited {done.returncode}: {done.stderr[-800:]}")
+    return out
+
+
+def completed_once(run: TrialRun) -> list[str]:
+    engine = sa.create_engine(run.store_direct_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT partition_id, count(*) FROM chaos_partition_history WHERE new_status = 'COMPLETED' "
+                    "GROUP BY partition_id HAVING count(*) > 1"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    return [f"partition {pid} completed {n} times" for pid, n in rows]
+
+
+def fences_current(run: TrialRun) -> list[str]:
+    store = CoordinationStore(run.store_direct_url)
+    try:
+        from sparkindex.coordination.swap_log import stale_moves
+
+        return [f"stale fence: {m}" for m in stale_moves(store.swap_log.attempts())]
+    finally:
+        store.close()
+
+
+def nothing_left_behind(run: TrialRun) -> list[str]:
+    out: list[str] = []
+    pipeline = load_pipeline(run.pipeline)
+    aliases = [i.alias for i in pipeline.indexes]
+    if run.plan.source == "postgres":
+        from sparkindex.sources.postgres.changes import slot_name
+
+        own = slot_name(pipeline.sync.slot, run.source_db, pipeline.slot_namespace(), pipeline.sync.group)
+        for name, _db, active in run.pg.slots(run.source_db):
+            if name != own:
+                out.append(f"replication slot {name} left behind (active={active}); the sync's is {own}")
+    store = CoordinationStore(run.store_direct_url)
+    try:
+        offsets = OffsetStore(store.engine, pipeline.coordination.prefix)
+        for alias, hold in offsets.holds(aliases).items():
+            out.append(f"hold on {alias} left behind: {hold}")
+        for presence in offsets.presence(aliases):
+            out.append(f"sync presence left behind: {presence}")
+        with store.engine.connect() as conn:
+            locks = conn.execute(
+                sa.text("SELECT lock_key, holder FROM si_lock WHERE expires_at > :now"), {"now": time.time()}
+            )
+            out += [f"lock {key} left behind, held by {holder}" for key, holder in locks]
+    finally:
+        store.close()
+    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    try:
+        for alias in aliases:
+            versions = target.list_versions(alias)
+            live = target.alias_target(alias)
+            if live not in versions:
+                out.append(f"alias {alias} points at {live}, not one of its versions {versions}")
+            if len(versions) > pipeline.job.keep_versions:
+                out.append(
+                    f"alias {alias}: {len(versions)} versions kept, keep_versions is {pipeline.job.keep_versions}"
+                )
+    finally:
+        target.close()
+    return out
+
+
+def no_dead_letters(run: TrialRun) -> list[str]:
+    store = CoordinationStore(run.store_direct_url)
+    try:
+        n = store.dead_letters.count_matching()
+        letters = store.dead_letters.list() if n else []
+    finally:
+        store.close()
+    return [f"dead letter {d.alias}/{d.doc_id}: {d.error_class}: {d.error_message[:200]}" for d in letters[:10]] + (
+        [f"... {n - 10} more dead letters"] if n > 10 else []
+    )
+
+
+def documented_exits(run: TrialRun) -> list[str]:
+    out = []
+    for r in run.runs:
+        if r.killed or r.proc.returncode is None:
+            continue
+        code = r.proc.returncode
+        if code not in DOCUMENTED_EXITS:
+            out.append(f"{r.role} pid {r.proc.pid} exited {code}: {r.proc.stderr_text()[-600:]}")
+        err = r.proc.stderr_text()
+        if TRACEBACK in err:
+            at = err.index(TRACEBACK)
+            out.append(f"{r.role} pid {r.proc.pid} printed a traceback: {err[at : at + 1200]}")
+    return out

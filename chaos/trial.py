@@ -1,0 +1,391 @@
+"""One trial: a shop indexed, then rebuilt under a writer, a live sync and the seed's faults;
+then everything left to finish is finished and the invariants are checked.
+
+The phases, in order:
+
+1. setup: a source database with the hostile shop (:mod:`chaos.workload`), a store database
+   behind a black-hole proxy, the target (Tantivy on a small tmpfs, or osmem-server, an
+   OpenSearch TEST DOUBLE, behind the HTTP fault proxy and a black-hole proxy), and a first
+   ``reindex`` with no faults, so the aliases exist for the sync;
+2. the window: the writer commits, ``sync`` streams, a rebuild ``reindex`` runs, and each fault
+   fires in its own thread at its moment. Like an operator's supervisor, the trial restarts a
+   sync that died and reruns a rebuild that did not complete;
+3. the finish: the writer stops, the sync gets SIGTERM, ``sync --until-caught-up`` runs, and
+   :mod:`chaos.invariants` checks the result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import sqlalchemy as sa
+from tests.cli_process import LoggedProcess
+from tests.support.http_proxy import HttpProxy
+
+from chaos import faults, invariants
+from chaos.disk import SmallDisk
+from chaos.netcut import NetCut
+from chaos.plan import TrialPlan
+from chaos.workload import Writer, create_shop
+
+if TYPE_CHECKING:
+    from chaos.campaign import Campaign
+
+log = logging.getLogger("chaos.trial")
+
+LEASE_S = 8.0  # job.lock_ttl_s and job.claim_timeout_s of a trial's pipeline
+WINDOW_LIMIT_S = 900.0  # a window longer than this is a violation: something hangs
+REBUILD_RUNS = 8  # reruns of an unfinished rebuild before the trial calls it stuck
+
+PIPELINE = """\
+source:
+  url: {source}
+coordination:
+  url: {store}
+target:
+  url: {target}
+spark:
+  master: {master}
+  conf: {conf}
+indexes:
+  - alias: products
+    table: products
+    partition_size: 250
+    relations:
+      - {{name: category_info, type: object, table: categories}}
+      - {{name: reviews, type: nested, table: reviews}}
+  - alias: reviews
+    table: reviews
+    partition_size: 500
+    relations:
+      - name: product_info
+        type: object
+        table: products
+        relations:
+          - {{name: category_info, type: object, table: categories}}
+job:
+  batch_size: 100
+  lock_ttl_s: {lease}
+  lock_refresh_s: 2
+  claim_timeout_s: {lease}
+  reopen_after_s: 3
+  sync_every_s: 0.5
+  backoff_max_s: 2
+sync:
+  slot: chaos
+  trigger_s: 0.3
+"""
+
+
+@dataclass
+class Run:
+    """One CLI process of the trial, and whether the campaign killed it (its exit code is then
+    the kill's, not the program's)."""
+
+    role: str
+    proc: LoggedProcess
+    started: float = field(default_factory=time.monotonic)
+    killed: bool = False
+    frozen: bool = False
+    ended: bool = False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        self.killed = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=60)
+
+    def describe(self) -> dict[str, Any]:
+        return {"role": self.role, "pid": self.proc.pid, "exit": self.proc.returncode, "killed": self.killed}
+
+
+class TrialRun:
+    def __init__(self, plan: TrialPlan, campaign: Campaign) -> None:
+        self.plan = plan
+        self.campaign = campaign
+        self.dir = campaign.workdir / f"trial-{plan.trial:03d}"
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
+        self.rng = random.Random(plan.seed)
+        self.pg = campaign.postgres()
+        self.maria = campaign.mariadb() if plan.source == "mariadb" else None
+        tag = f"t{plan.trial}_{plan.seed % 10**8}"
+        self.source_db, self.store_db = f"chaos_src_{tag}", f"chaos_store_{tag}"
+        self.lease_s = LEASE_S
+        self.runs: list[Run] = []
+        self.lock = threading.Lock()
+        self.store_cut = NetCut("127.0.0.1", self.pg.port)
+        self.target_cut: NetCut | None = None
+        self.http_proxy: HttpProxy | None = None
+        self.disk: SmallDisk | None = None
+        self.clock: Any = None
+        self.osmem_clone: Any = None
+        self.rebuild_done = False
+        self.rebuild_runs = 0
+        self.finishing = False
+        self.setup_error: str | None = None
+        self.injected: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+
+    # -- setup -------------------------------------------------------------------------------
+    @property
+    def source_server(self) -> Any:
+        return self.maria if self.maria is not None else self.pg
+
+    @property
+    def source_url(self) -> str:
+        return str(self.source_server.url(self.source_db))
+
+    @property
+    def store_direct_url(self) -> str:
+        return self.pg.url(self.store_db)
+
+    def setup(self) -> None:
+        self.source_server.create_database(self.source_db)
+        self.pg.create_database(self.store_db)
+        self.state = create_shop(self.source_url, self.plan.source, self.plan.products, self.rng)
+        self.store_cut.start()
+        store = f"postgresql+psycopg://sparkindex@127.0.0.1:{self.store_cut.port}/{self.store_db}"
+        if self.plan.target == "tantivy":
+            self.disk = SmallDisk(self.dir / "disk", 256)
+            self.disk.mount()
+            target = "tantivy://disk/index"
+        else:
+            self.osmem_clone = self.campaign.osmem_clone()
+            self.http_proxy = HttpProxy(self.osmem_clone.url)
+            self.target_cut = NetCut("127.0.0.1", self.http_proxy.port)
+            self.target_cut.start()
+            target = f"opensearch://127.0.0.1:{self.target_cut.port}"
+        master, conf = self.campaign.spark_master(self.plan.master)
+        text = PIPELINE.format(
+            source=self.source_url,
+            store=store,
+            target=target,
+            master=master,
+            conf=orjson.dumps(conf).decode(),  # JSON is YAML
+            lease=self.lease_s,
+        )
+        self.pipeline = self.dir / "pipeline.yaml"
+        self.pipeline.write_text(text, encoding="utf-8")
+        if self.plan.clock_victim is not None:
+            from chaos.clock import ClockJump  # libfaketime, installed on first use
+
+            self.clock = ClockJump(self.dir / "clock")
+        first = self._cli("reindex-setup", "reindex", "-c", str(self.pipeline), "--json")
+        if first.proc.wait(timeout=900) != 0:
+            raise RuntimeError(f"the first reindex (no faults yet) exited {first.proc.returncode}: {_tail(first)}")
+        invariants.install_partition_history(self.store_direct_url)
+
+    # -- processes ---------------------------------------------------------------------------
+    def _cli(self, role: str, *args: str) -> Run:
+        env = dict(os.environ)
+        env["PYSPARK_PYTHON"] = sys.executable
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        victim = self.plan.clock_victim
+        if self.clock is not None and victim is not None and role.startswith(victim):
+            env.update(self.clock.env())
+        cli = str(Path(sys.executable).with_name("sparkindex"))
+        proc = LoggedProcess([cli, *args], self.dir / "logs", start_new_session=True, cwd=self.dir, env=env)
+        run = Run(role, proc)
+        with self.lock:
+            self.runs.append(run)
+        return run
+
+    def start_reindex(self) -> Run:
+        self.rebuild_runs += 1
+        return self._cli("reindex", "reindex", "-c", str(self.pipeline), "--json")
+
+    def start_sync(self) -> Run:
+        return self._cli("sync", "sync", "-c", str(self.pipeline), "--json")
+
+    def ensure_rebuild(self) -> None:
+        """A reindex runs (a new rebuild when the last one completed): faults on a reindex
+        driver need one."""
+        with self.lock:
+            running = any(r.role == "reindex" and r.alive() for r in self.runs)
+            if not running:
+                self.rebuild_done = False
+        if not running:
+            self.start_reindex()
+
+    def live(self, role: str) -> Run | None:
+        with self.lock:
+            alive = [r for r in self.runs if r.role == role and r.alive() and not r.frozen]
+        return alive[-1] if alive else None
+
+    def ours(self, pid: int) -> bool:
+        """Whether *pid* descends from a process of this trial or from the campaign's cluster."""
+        from chaos import procs
+
+        roots = [r.proc.pid for r in self.runs if r.alive()] + self.campaign.cluster_pids()
+        return any(pid in procs.children(root) for root in roots)
+
+    def _store(self) -> sa.Engine:
+        return sa.create_engine(self.store_direct_url, pool_pre_ping=True)
+
+    def job_run_id(self) -> str | None:
+        engine = self._store()
+        try:
+            with engine.connect() as conn:
+                row = conn.execute(
+                    sa.text("SELECT run_id FROM si_job WHERE status IN ('RUNNING', 'READY') ORDER BY created_at DESC")
+                ).first()
+            return None if row is None else row[0]
+        except sa.exc.DBAPIError:
+            return None
+        finally:
+            engine.dispose()
+
+    def partitions_running(self) -> bool:
+        engine = self._store()
+        try:
+            with engine.connect() as conn:
+                n = conn.execute(sa.text("SELECT count(*) FROM si_partition WHERE status = 'PROCESSING'")).scalar()
+            return bool(n)
+        except sa.exc.DBAPIError:
+            return False
+        finally:
+            engine.dispose()
+
+    # -- the window --------------------------------------------------------------------------
+    def window(self) -> None:
+        self.writer = Writer(self.source_url, self.state, random.Random(self.plan.seed + 1))
+        self.writer.start()
+        self.start_sync()
+        self.start_reindex()
+        started = time.monotonic()
+        threads = [threading.Thread(target=self._fire, args=(f, started), daemon=True) for f in self.plan.faults]
+        for t in threads:
+            t.start()
+        while True:
+            self._supervise()
+            if not any(t.is_alive() for t in threads) and self.rebuild_done and self.live("reindex") is None:
+                break
+            if time.monotonic() - started > WINDOW_LIMIT_S:
+                self.notes.append(f"window still open after {WINDOW_LIMIT_S:.0f} s")
+                break
+            time.sleep(0.5)  # the supervisor's polling pace
+
+    def _fire(self, fault: faults.Fault, started: float) -> None:
+        delay = started + fault.at_s - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)  # the fault's moment, chosen by the seed
+        record: dict[str, Any] = {"kind": fault.kind, "at_s": fault.at_s}
+        try:
+            record["did"] = faults.inject(self, fault, random.Random(f"{self.plan.seed}:{fault.kind}"))
+            record["injected"] = True
+        except faults.Missed as exc:
+            record.update(injected=False, missed=str(exc))
+        except Exception as exc:  # noqa: BLE001 - a broken fault tool is reported, the trial goes on
+            record.update(injected=False, error=f"{type(exc).__name__}: {exc}")
+        with self.lock:
+            self.injected.append(record)
+
+    def _supervise(self) -> None:
+        with self.lock:
+            ended = [r for r in self.runs if not r.ended and not r.alive()]
+            for r in ended:
+                r.ended = True
+        for r in ended:
+            if r.role == "reindex":
+                if r.proc.returncode == 0:
+                    self.rebuild_done = True
+                elif not self.rebuild_done and self.live("reindex") is None:
+                    if self.rebuild_runs >= REBUILD_RUNS:
+                        self.notes.append(f"rebuild still unfinished after {self.rebuild_runs} runs")
+                        self.rebuild_done = True  # give up: the invariants will say what is wrong
+                    else:
+                        self.start_reindex()
+            elif r.role == "sync" and not self.finishing and self.live("sync") is None:
+                self.start_sync()
+
+    # -- the finish --------------------------------------------------------------------------
+    def finish(self) -> None:
+        self.finishing = True
+        self.writer.stop()
+        for r in list(self.runs):
+            if r.role == "sync" and r.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(r.proc.pid, signal.SIGTERM)
+                try:
+                    r.proc.wait(timeout=180)
+                except subprocess.TimeoutExpired:
+                    self.notes.append(f"sync pid {r.proc.pid} did not stop within 180 s of SIGTERM")
+                    r.kill()
+                    r.killed = False  # not a fault: it hung
+        self._supervise()
+        for attempt in range(2):
+            final = self._cli("sync-final", "sync", "-c", str(self.pipeline), "--until-caught-up", "--json")
+            if final.proc.wait(timeout=900) == 0:
+                break
+            self.notes.append(f"sync --until-caught-up #{attempt + 1} exited {final.proc.returncode}")
+
+    def cleanup(self) -> None:
+        for r in self.runs:
+            if r.alive():
+                r.kill()
+        for closer in (self.store_cut.close, getattr(self.target_cut, "close", None)):
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    closer()
+        if self.http_proxy is not None:
+            self.http_proxy.close()
+        if self.osmem_clone is not None:
+            self.campaign.drop_osmem_clone(self.osmem_clone)
+        if self.disk is not None:
+            self.disk.unmount()
+        with contextlib.suppress(Exception):
+            self.source_server.drop_database(self.source_db)
+        with contextlib.suppress(Exception):
+            self.pg.drop_database(self.store_db)
+
+    # -- the whole trial ---------------------------------------------------------------------
+    def execute(self) -> dict[str, Any]:
+        started = time.monotonic()
+        violations: list[str] = []
+        try:
+            try:
+                self.setup()
+            except Exception as exc:  # noqa: BLE001 - a trial that cannot start is reported as one
+                violations.append(f"setup: {type(exc).__name__}: {exc}")
+            else:
+                self.window()
+                self.finish()
+                violations += invariants.check(self)
+        finally:
+            result = {
+                "trial": self.plan.trial,
+                "seed": self.plan.seed,
+                "faults": sorted(self.injected, key=lambda f: f["at_s"]),
+                "source": self.plan.source,
+                "target": self.plan.target,
+                "master": self.plan.master,
+                "ok": not violations,
+                "violations": violations,
+                "notes": self.notes,
+                "writer": {"committed": getattr(self, "writer", None) and self.writer.committed},
+                "seconds": round(time.monotonic() - started, 1),
+            }
+            (self.dir / "result.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+            self.cleanup()
+        return result
+
+
+def _tail(run: Run, chars: int = 1500) -> str:
+    return run.proc.stderr_text()[-chars:]

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from chaos.plan import KINDS, plan_trial
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

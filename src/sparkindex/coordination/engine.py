@@ -96,6 +96,10 @@ def _v7_seed_error_counts(conn: sa.Connection, tables: Tables) -> None:
     conn.execute(sa.text(f"ALTER TABLE {tables.job.name} ADD COLUMN partition_not_found INTEGER NOT NULL DEFAULT 0"))
 
 
+def _v8_write_ahead(conn: sa.Connection, tables: Tables) -> None:
+    tables.write_ahead.create(conn, checkfirst=True)  # create_all made it already; named here for v8
+
+
 #: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
 #: sparkindex never loses the state of unfinished jobs.
 MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
@@ -105,6 +109,7 @@ MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
     5: _v5_bulk_latency,
     6: _v6_partition_stages,
     7: _v7_seed_error_counts,
+    8: _v8_write_ahead,
 }
 
 

@@ -85,6 +85,7 @@ class Retention:
             ).rowcount
             if held != 1:
                 return None
+            conn.execute(self.t.write_ahead.delete().where(self.t.write_ahead.c.job_id == job.id))
             parts = int(conn.execute(pt.delete().where(pt.c.job_id == job.id)).rowcount)
             conn.execute(jt.delete().where(jt.c.id == job.id))
         return parts

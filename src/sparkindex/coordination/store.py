@@ -1,7 +1,7 @@
 """The SQL coordination store: one object over jobs, partitions, stats, locks and dead letters.
 
 Each concept lives in its own module and class (:mod:`jobs`, :mod:`partitions`, :mod:`stats`,
-:mod:`locks`, :mod:`dead_letters`); this facade only connects, creates or upgrades the schema,
+:mod:`locks`, :mod:`dead_letters`, :mod:`write_ahead`); this facade only connects, creates or upgrades the schema,
 and combines them, so callers keep constructing ``CoordinationStore(url, prefix)``.
 """
 
@@ -19,6 +19,7 @@ from sparkindex.coordination.partitions import PartitionRows
 from sparkindex.coordination.records import EntityStats
 from sparkindex.coordination.stats import PartitionStats
 from sparkindex.coordination.tables import make_tables
+from sparkindex.coordination.write_ahead import WriteAheadLog
 from sparkindex.errors import TransientError
 
 __all__ = ["CoordinationStore", "Fence", "alias_key", "rerun_on_conflict", "retryable"]
@@ -39,6 +40,7 @@ class CoordinationStore(JobRows, PartitionRows, PartitionStats):
         super().__init__(engine, tables, single)
         self.locks = LockManager(engine, tables.lock)
         self.dead_letters = DeadLetterStore(engine, tables.dead_letter)
+        self.write_ahead = WriteAheadLog(engine, tables.write_ahead, tables.partition)
 
     def close(self) -> None:
         self.direct_connections.close()

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 Time = sa.Float(precision=53)
 
@@ -23,6 +24,7 @@ class Tables:
     partition: sa.Table
     lock: sa.Table
     dead_letter: sa.Table
+    write_ahead: sa.Table
 
 
 def make_tables(prefix: str = "") -> Tables:
@@ -132,4 +134,19 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("first_seen", Time, nullable=False),
         sa.Column("last_seen", Time, nullable=False),
     )
-    return Tables(md, schema, job, partition, lock, dead_letter)
+    # v8: what a partition attempt writing in place is about to write, recorded before each bulk
+    # and forgotten once acknowledged (coordination/write_ahead.py)
+    write_ahead = sa.Table(
+        f"{p}write_ahead",
+        md,
+        sa.Column("partition_id", sa.String(36), primary_key=True),
+        sa.Column("claim_token", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("job_id", sa.String(36), nullable=False, index=True),
+        sa.Column("after_cursor", sa.Text),  # the cursor the batch starts after (JSON)
+        # the batch's ids (with routing and version where set), JSON; a batch's ids can exceed
+        # MySQL's 64 KB TEXT
+        sa.Column("docs", sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb"), nullable=False),
+        sa.Column("written_at", Time, nullable=False),
+    )
+    return Tables(md, schema, job, partition, lock, dead_letter, write_ahead)

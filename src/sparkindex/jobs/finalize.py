@@ -3,9 +3,13 @@
 Readers of an alias must never see a partial index (guarantee 4). So before any alias moves:
 every partition is COMPLETED, the version's settings are restored, and the number of documents
 the index holds equals the number its partitions acknowledged. More means documents nobody
-acknowledged (duplicates, or rows written before a crash and deleted from the source since); fewer
-means writes lost, or partitions that overlapped (two upserts of one id count twice). Either way
-the job fails, naming both counts, and the alias stays where it was. The swap itself is a
+acknowledged: duplicates, or writes that landed after their worker lost its claim. (A write that
+landed before its worker died unacknowledged is no such document: where a target is written in
+place, the redo deletes what the dead attempt recorded in the write-ahead log before sending it,
+:mod:`sparkindex.worker.in_place`, so a row deleted from the source meanwhile leaves nothing
+behind; staged targets never adopt an unacknowledged stage.) Fewer means writes lost, or
+partitions that overlapped (two upserts of one id count twice). Either way the job fails, naming
+both counts, and the alias stays where it was. The swap itself is a
 compare-and-swap on the index the alias pointed at when this driver took its lock, carrying the
 lock's fencing token.
 
@@ -88,7 +92,7 @@ def finalize_job(
             mismatches.append(
                 f"{index} holds {held:,} documents but its partitions acknowledged {acknowledged:,}"
                 + (
-                    " (documents nobody acknowledged: duplicates, or rows deleted from the source since)"
+                    " (documents nobody acknowledged: duplicates, or writes landed after their worker lost its claim)"
                     if held > acknowledged
                     else " (lost writes, or overlapping partitions)"
                 )

@@ -44,6 +44,7 @@ from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem, Stage, Target
 from sparkindex.worker.bulk import BulkOutcome, bulk_with_retries
+from sparkindex.worker.in_place import InPlaceWrites
 from sparkindex.worker.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,13 @@ class _Batch:
     build_failures: list[tuple[str, str, str]] = field(default_factory=list)
     bytes: int = 0
     cursor: tuple[Any, ...] | None = None
+    #: the cursor the batch starts after (it is made with it; ``cursor`` moves as pages are added)
+    start: tuple[Any, ...] | None = field(default=None, init=False)
+    #: its number in the write-ahead log of an attempt writing in place (0: not recorded)
+    seq: int = 0
+
+    def __post_init__(self) -> None:
+        self.start = self.cursor
 
 
 class LeaseExpired(LockLost):
@@ -258,6 +266,11 @@ class _Attempt:
         #: the attempt's private writer, where the target stages new versions (see Target.open_stage)
         self.stage: Stage | None = None
         self.staged = False
+        #: writes straight into the index: recorded before each bulk, undone by a redo (in_place.py)
+        s = worker.s
+        self.in_place = InPlaceWrites(
+            worker.store, worker.target, worker.job_id, rec, self.index, s.retries, s.backoff()
+        )
 
     def run(self) -> tuple[OutcomeStatus, str | None]:
         rec, s = self.rec, self.w.s
@@ -315,8 +328,14 @@ class _Attempt:
     def _run(self) -> tuple[OutcomeStatus, str | None]:
         self.stage = self._open_stage()
         self.staged = self.stage is not None
+        # Written in place, an earlier claim may have left writes nobody acknowledged; so may this
+        # one, when its target lost writes and it rewinds. They are undone before reading on.
+        undo = not self.staged and self.rec.claims > 1
         while True:
             try:
+                if undo:
+                    self.in_place.undo(self.acked_cursor, guard=self.lease.check)
+                    undo = False
                 return self._read_and_send()
             except WritesLost as exc:
                 self.rewinds += 1
@@ -324,6 +343,7 @@ class _Attempt:
                     raise TransientError(f"target keeps losing writes: {exc}") from exc
                 log.warning("partition %s: %s; rewinding to the last acknowledged cursor", self.rec.id, exc)
                 self._drop_unacknowledged()
+                undo = not self.staged
 
     def _read_and_send(self) -> tuple[OutcomeStatus, str | None]:
         w, rec, s = self.w, self.rec, self.w.s
@@ -353,6 +373,8 @@ class _Attempt:
                 batch = _Batch(cursor=self.after)
             if last:
                 self._acknowledge_all(complete=True)
+                if not self.staged:
+                    self.in_place.done()
                 return "completed", None
 
     def _read(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
@@ -380,6 +402,9 @@ class _Attempt:
             return
         while len(self._in_flight) >= s.max_in_flight:
             self._collect_oldest()
+        if batch.items:  # recorded before it is sent, so that a redo can undo it
+            pending = [b.seq for b, _ in self._in_flight] + [b.seq for b, _ in self._applied]
+            batch.seq = self.in_place.record(batch.start, batch.items, pending)
         future = self._pool.submit(
             bulk_with_retries,
             self.w.target,

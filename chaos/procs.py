@@ -8,7 +8,6 @@ everything needed here is two small files per process.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -125,8 +124,24 @@ def spark_jvms(under: int | None = None) -> list[SparkJvm]:
     ]
 
 
-def _is_pyspark_python(argv: list[str], module: str) -> bool:
-    return module in argv or any(arg.endswith(f"/{module.replace('.', '/')}.py") for arg in argv)
+def python_module(argv: list[str]) -> str | None:
+    """The module a ``python [options] -m <module> ...`` command line runs, else None.
+
+    Only the interpreter's own options are looked at: a "-m" among a script's arguments is not it.
+    """
+    if not argv or not Path(argv[0]).name.startswith("python"):
+        return None
+    args = iter(argv[1:])
+    for arg in args:
+        if arg == "-m":
+            return next(args, None)
+        if arg.startswith("-m"):
+            return arg[2:]
+        if arg in ("-W", "-X"):
+            next(args, None)  # the option's value
+        elif arg == "-c" or arg == "-" or not arg.startswith("-"):
+            return None  # a command, stdin or a script: no module
+    return None
 
 
 def python_workers(under: int | None = None) -> list[int]:
@@ -135,12 +150,14 @@ def python_workers(under: int | None = None) -> list[int]:
     Spark starts ``python -m pyspark.daemon`` once per executor; the daemon forks one child per task
     slot, and the fork keeps the daemon's command line. The forked children run the tasks (killing the
     daemon instead takes every worker of the executor down with it), so these are what is returned:
-    processes with the daemon's command line whose parent is a daemon too. A worker started on its own
-    (``spark.python.use.daemon=false``: ``python -m pyspark.worker``) is returned as well.
+    processes with the daemon's command line whose parent is a daemon too. (PySpark 4 passes the worker
+    module to the daemon: ``python -m pyspark.daemon pyspark.worker``.) A worker started on its own
+    (``spark.python.use.daemon=false``: ``python -m pyspark.worker``) is returned as well. Idle workers
+    stay forked after a job (worker reuse), so there is usually one to find between tasks too.
     """
-    daemons = set(find(lambda argv: _is_pyspark_python(argv, "pyspark.daemon"), under))
+    daemons = set(find(lambda argv: python_module(argv) == "pyspark.daemon", under))
     forked = [pid for pid in daemons if parent(pid) in daemons]
-    standalone = find(lambda argv: _is_pyspark_python(argv, "pyspark.worker"), under)
+    standalone = find(lambda argv: python_module(argv) == "pyspark.worker", under)
     return sorted(set(forked) | set(standalone))
 
 
@@ -170,8 +187,4 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> list[int]:
 
     Returns the pids that were signalled.
     """
-    hit = [p for p in reversed(children(pid)) if signal_pid(p, sig)]
-    with contextlib.suppress(ProcessLookupError):
-        if signal_pid(pid, sig):
-            hit.append(pid)
-    return hit
+    return [p for p in [*reversed(children(pid)), pid] if signal_pid(p, sig)]

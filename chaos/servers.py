@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-import MySQLdb
+import MySQLdb  # type: ignore[import-untyped]  # no stubs in the venv
 import psycopg
 from psycopg import sql
 
@@ -269,7 +269,7 @@ class MariaDbServer(_Server):
             host="127.0.0.1", port=self.port, user="root", connect_timeout=timeout, autocommit=True, **kwargs
         )
 
-    def _query(self, *statements: str) -> list[tuple[Any, ...]]:
+    def query(self, *statements: str) -> list[tuple[Any, ...]]:
         """Run statements on one connection; the rows of the last."""
         conn = self.connect()
         try:
@@ -285,7 +285,7 @@ class MariaDbServer(_Server):
     def ready(self) -> bool:
         """True when a connection is accepted and answers (what ``mariadb-admin ping`` checks)."""
         try:
-            self._query("SELECT 1")
+            self.query("SELECT 1")
         except MySQLdb.Error:
             return False
         return True
@@ -359,7 +359,7 @@ class MariaDbServer(_Server):
         _wait_for(f"MariaDB on {self.port} accepting connections", up)
 
     def _serves_our_data(self) -> bool:
-        rows = self._query("SELECT @@datadir")
+        rows = self.query("SELECT @@datadir")
         return bool(rows) and Path(str(rows[0][0])).resolve() == self.data.resolve()
 
     def start(self) -> Self:
@@ -404,7 +404,7 @@ class MariaDbServer(_Server):
 
     def create_database(self, name: str) -> None:
         """Create the database if it does not exist."""
-        self._query(f"CREATE DATABASE IF NOT EXISTS {_quote(name)} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+        self.query(f"CREATE DATABASE IF NOT EXISTS {_quote(name)} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
 
     def drop_database(self, name: str) -> None:
         """Drop the database if it exists, whoever uses it: sessions in it are killed first (an open
@@ -424,11 +424,11 @@ class MariaDbServer(_Server):
 
     def binlogs(self) -> list[str]:
         """The binlog files the server still has, oldest first."""
-        return [str(row[0]) for row in self._query("SHOW BINARY LOGS")]
+        return [str(row[0]) for row in self.query("SHOW BINARY LOGS")]
 
     def binlog_readers(self) -> list[int]:
         """Session ids of the binlog dump threads (the change readers streaming from this server)."""
-        rows = self._query("SELECT id FROM information_schema.processlist WHERE command LIKE 'Binlog Dump%'")
+        rows = self.query("SELECT id FROM information_schema.processlist WHERE command LIKE 'Binlog Dump%'")
         return [int(r[0]) for r in rows]
 
     def purge_binlogs(self, timeout: float = 10.0, kill_readers: bool = True) -> list[str]:
@@ -441,13 +441,13 @@ class MariaDbServer(_Server):
         no longer exists), else RuntimeError. Returns the purged file names.
         """
         before = self.binlogs()
-        self._query("FLUSH BINARY LOGS")
+        self.query("FLUSH BINARY LOGS")
         newest = self.binlogs()[-1]
         deadline = time.monotonic() + timeout
         killed = False
         while True:
             with contextlib.suppress(MySQLdb.OperationalError):  # "is in use": retried below
-                self._query(f"PURGE BINARY LOGS TO '{newest}'")
+                self.query(f"PURGE BINARY LOGS TO '{newest}'")
             if self.binlogs() == [newest]:
                 return [name for name in before if name != newest]
             if time.monotonic() > deadline:
@@ -455,7 +455,7 @@ class MariaDbServer(_Server):
                     raise RuntimeError(f"binlogs still in use by a reader after {timeout:.0f} s: {self.binlogs()}")
                 for session in self.binlog_readers():
                     with contextlib.suppress(MySQLdb.OperationalError):
-                        self._query(f"KILL {session}")
+                        self.query(f"KILL {session}")
                 killed = True
                 deadline = time.monotonic() + timeout
             time.sleep(0.05)

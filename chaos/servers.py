@@ -62,6 +62,13 @@ def _grant_traversal(path: Path) -> None:
             directory.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
 
 
+def _socket_dir(preferred: Path) -> Path:
+    """Where a server's Unix socket goes: its data directory, unless that path is too long for a socket
+    address (108 bytes, and both servers refuse to start without their socket); then /tmp, where the
+    port in the socket's name keeps it apart from every other server's."""
+    return preferred if len(str(preferred)) < 80 else Path("/tmp")
+
+
 def _as_user(user: str, argv: list[str]) -> list[str]:
     """argv run as user when we are root (as the script's ``su``), else as ourselves."""
     return ["runuser", "-u", user, "--", *argv] if os.geteuid() == 0 else argv
@@ -132,7 +139,8 @@ class PgServer(_Server):
         with open(self.data / "postgresql.conf", "a", encoding="utf-8") as conf:
             conf.write(
                 "\n# chaos.servers.PgServer: as scripts/test-services.sh, with room for more slots\n"
-                f"listen_addresses = '127.0.0.1'\nport = {self.port}\nunix_socket_directories = '{self.data}'\n"
+                f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
+                f"unix_socket_directories = '{_socket_dir(self.data)}'\n"
                 "wal_level = logical\nmax_replication_slots = 20\nmax_wal_senders = 20\nmax_connections = 200\n"
                 "fsync = off\nsynchronous_commit = off\n"
             )
@@ -327,7 +335,7 @@ class MariaDbServer(_Server):
                     f"--datadir={self.data}",
                     f"--port={self.port}",
                     "--bind-address=127.0.0.1",
-                    f"--socket={self.data}/mysqld.sock",
+                    f"--socket={_socket_dir(self.data)}/mariadbd-{self.port}.sock",
                     f"--pid-file={self.pid_file}",
                     f"--log-error={self.data}/error.log",
                     f"--log-bin={self.data}/binlog",

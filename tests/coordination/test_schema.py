@@ -32,10 +32,10 @@ def partition_columns(engine: sa.Engine, prefix: str) -> set[str]:
 
 
 def create_v1_store(url: str, prefix: str) -> tuple[str, dict[int, str]]:
-    """Today's tables minus what versions 2 and 4-8 added (``partition.writer``,
+    """Today's tables minus what versions 2 and 4-9 added (``partition.writer``,
     ``job.fingerprint``, ``dead_letter.attempt_key``, ``partition.bulk_latency``,
     ``partition.stages``, ``partition.update_errors``, ``job.partition_not_found``, the
-    ``write_ahead`` table), versioned 1, holding a job and three partitions."""
+    ``write_ahead`` and ``swap_attempt`` tables), versioned 1, holding a job and three partitions."""
     engine = make_engine(url)
     try:
         t = make_tables(prefix)
@@ -49,7 +49,9 @@ def create_v1_store(url: str, prefix: str) -> tuple[str, dict[int, str]]:
             conn.execute(sa.text(f"ALTER TABLE {t.partition.name} DROP COLUMN update_errors"))
             conn.execute(sa.text(f"ALTER TABLE {t.job.name} DROP COLUMN partition_not_found"))
         t.write_ahead.drop(engine)
+        t.swap_attempt.drop(engine)
         assert not sa.inspect(engine).has_table(t.write_ahead.name)
+        assert not sa.inspect(engine).has_table(t.swap_attempt.name)
         assert "writer" not in partition_columns(engine, prefix)
         v1_job = sa.Table(t.job.name, sa.MetaData(), autoload_with=engine)
         v1_partition = sa.Table(t.partition.name, sa.MetaData(), autoload_with=engine)
@@ -150,7 +152,7 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
 
     store = CoordinationStore(url, prefix)
     try:
-        assert SCHEMA_VERSION == 8
+        assert SCHEMA_VERSION == 9
         assert schema_version(store.engine, prefix) == [(1, SCHEMA_VERSION)]
         assert "writer" in partition_columns(store.engine, prefix)  # v2
         indexes = {ix["name"] for ix in sa.inspect(store.engine).get_indexes(f"{prefix}si_partition")}
@@ -162,6 +164,7 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
         assert "update_errors" in partition_columns(store.engine, prefix)  # v7
         assert "partition_not_found" in table_columns(store.engine, f"{prefix}si_job")  # v7
         assert sa.inspect(store.engine).has_table(f"{prefix}si_write_ahead")  # v8
+        assert sa.inspect(store.engine).has_table(f"{prefix}si_swap_attempt")  # v9
 
         job = store.job(job_id)
         assert job.status == JobStatus.RUNNING and job.run_id == "run-v1"
@@ -185,6 +188,9 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
         store.save_progress(fresh.id, fresh.claim_token, [201], 1, 0, writer="exec-new:1")
         store.write_ahead.record(job_id, fresh.id, fresh.claim_token, 1, [201], [Written("202")], 1)  # v8
         assert store.write_ahead.unacknowledged(fresh.id, fresh.claim_token, [201]) == [Written("202")]
+        with store.swap_log.attempt("products", "products_v1", None, 1, job_id):  # v9
+            pass
+        assert [a.outcome for a in store.swap_log.attempts("products")] == ["moved"]
         pt = store.t.partition
         with store.engine.connect() as conn:
             writers = dict(conn.execute(sa.select(pt.c.id, pt.c.writer).where(pt.c.job_id == job_id)).all())

@@ -27,6 +27,7 @@ from sparkindex.config.model import Pipeline
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.coordination.swap_log import MOVED
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
 from sparkindex.jobs.catch_up import CatchUp
 from sparkindex.jobs.finalize import finalize_job
@@ -226,6 +227,8 @@ def test_with_a_catch_up_the_undone_write_and_the_replayed_delete_agree(
 
         assert job.status == JobStatus.COMPLETED, job.error_message
         assert target.alias_target(ALIAS) == index
+        [swap] = store.swap_log.attempts(ALIAS)  # the catch-up's hand-over swapped through finalize's swap
+        assert (swap.index, swap.fence, swap.job_id, swap.outcome) == (index, fence[ALIAS], job_id, MOVED)
         report = shop.verify()
         assert report.clean and report.index_docs == 249, report.samples
     finally:

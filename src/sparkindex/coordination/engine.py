@@ -100,6 +100,10 @@ def _v8_write_ahead(conn: sa.Connection, tables: Tables) -> None:
     tables.write_ahead.create(conn, checkfirst=True)  # create_all made it already; named here for v8
 
 
+def _v9_swap_log(conn: sa.Connection, tables: Tables) -> None:
+    tables.swap_attempt.create(conn, checkfirst=True)  # create_all made it already; named here for v9
+
+
 #: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
 #: sparkindex never loses the state of unfinished jobs.
 MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
@@ -110,6 +114,7 @@ MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
     6: _v6_partition_stages,
     7: _v7_seed_error_counts,
     8: _v8_write_ahead,
+    9: _v9_swap_log,
 }
 
 

@@ -1,8 +1,9 @@
 """The SQL coordination store: one object over jobs, partitions, stats, locks and dead letters.
 
 Each concept lives in its own module and class (:mod:`jobs`, :mod:`partitions`, :mod:`stats`,
-:mod:`locks`, :mod:`dead_letters`, :mod:`write_ahead`); this facade only connects, creates or upgrades the schema,
-and combines them, so callers keep constructing ``CoordinationStore(url, prefix)``.
+:mod:`locks`, :mod:`dead_letters`, :mod:`write_ahead`, :mod:`swap_log`); this facade only
+connects, creates or upgrades the schema, and combines them, so callers keep constructing
+``CoordinationStore(url, prefix)``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sparkindex.coordination.locks import LockManager
 from sparkindex.coordination.partitions import PartitionRows
 from sparkindex.coordination.records import EntityStats
 from sparkindex.coordination.stats import PartitionStats
+from sparkindex.coordination.swap_log import SwapLog
 from sparkindex.coordination.tables import make_tables
 from sparkindex.coordination.write_ahead import WriteAheadLog
 from sparkindex.errors import TransientError
@@ -41,6 +43,7 @@ class CoordinationStore(JobRows, PartitionRows, PartitionStats):
         self.locks = LockManager(engine, tables.lock)
         self.dead_letters = DeadLetterStore(engine, tables.dead_letter)
         self.write_ahead = WriteAheadLog(engine, tables.write_ahead, tables.partition)
+        self.swap_log = SwapLog(engine, tables.swap_attempt, tables.lock)
 
     def close(self) -> None:
         self.direct_connections.close()

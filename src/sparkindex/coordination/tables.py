@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 Time = sa.Float(precision=53)
 
@@ -25,6 +25,7 @@ class Tables:
     lock: sa.Table
     dead_letter: sa.Table
     write_ahead: sa.Table
+    swap_attempt: sa.Table
 
 
 def make_tables(prefix: str = "") -> Tables:
@@ -149,4 +150,24 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("docs", sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb"), nullable=False),
         sa.Column("written_at", Time, nullable=False),
     )
-    return Tables(md, schema, job, partition, lock, dead_letter, write_ahead)
+    # v9: the fence log, every attempt to move an alias with a fencing token and how it ended
+    # (coordination/swap_log.py)
+    swap_attempt = sa.Table(
+        f"{p}swap_attempt",
+        md,
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+        sa.Column("attempt_key", sa.String(32), nullable=False, unique=True),
+        sa.Column("alias", sa.String(255), nullable=False, index=True),
+        sa.Column("index_name", sa.String(255), nullable=False),
+        sa.Column("expected_previous", sa.String(255)),
+        sa.Column("fence", sa.BigInteger),
+        sa.Column("job_id", sa.String(36)),
+        # the lock table's token and holder for the alias when the attempt was recorded
+        sa.Column("lock_token", sa.BigInteger),
+        sa.Column("lock_holder", sa.String(255)),
+        sa.Column("attempted_at", Time, nullable=False),
+        sa.Column("outcome", sa.String(16), nullable=False),  # pending, moved, refused, error
+        sa.Column("detail", sa.Text),
+        sa.Column("finished_at", Time),
+    )
+    return Tables(md, schema, job, partition, lock, dead_letter, write_ahead, swap_attempt)

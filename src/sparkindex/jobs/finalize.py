@@ -9,9 +9,10 @@ place, the redo deletes what the dead attempt recorded in the write-ahead log be
 :mod:`sparkindex.worker.in_place`, so a row deleted from the source meanwhile leaves nothing
 behind; staged targets never adopt an unacknowledged stage.) Fewer means writes lost, or
 partitions that overlapped (two upserts of one id count twice). Either way the job fails, naming
-both counts, and the alias stays where it was. The swap itself is a
-compare-and-swap on the index the alias pointed at when this driver took its lock, carrying the
-lock's fencing token.
+both counts, and the alias stays where it was. The swap itself is a compare-and-swap on the
+index the alias pointed at when this driver took its lock, carrying the lock's fencing token;
+every attempt, and how it ended, is kept in the store's fence log
+(:mod:`sparkindex.coordination.swap_log`).
 
 A job that failed after its swap (during the hand-over to live syncs, or pruning) is finished by
 a rerun: an alias that already points at the job's version is not counted or swapped again
@@ -108,8 +109,11 @@ def finalize_job(
         )
 
     def swap(alias: str, index: str) -> None:
-        store.locks.check(alias, fence[alias])
-        target.swap(alias, index, previous.get(alias), fence[alias])
+        # Every attempt goes into the fence log first, its outcome after (coordination/swap_log.py);
+        # catch-up's hand-over swaps with this very function.
+        with store.swap_log.attempt(alias, index, previous.get(alias), fence[alias], job_id):
+            store.locks.check(alias, fence[alias])
+            target.swap(alias, index, previous.get(alias), fence[alias])
 
     if catch_up is None:
         for alias, index in fresh.items():

@@ -350,6 +350,8 @@ class TrialRun:
             self.campaign.drop_osmem_clone(self.osmem_clone)
         if self.disk is not None:
             self.disk.unmount()
+        if self.clock is not None:
+            self.clock.close()
         with contextlib.suppress(Exception):
             self.source_server.drop_database(self.source_db)
         with contextlib.suppress(Exception):

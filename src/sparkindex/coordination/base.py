@@ -136,3 +136,16 @@ class StoreBase:
             if row is None or row.token != token:
                 now = "no lock" if row is None else f"token {row.token}, held by {row.holder}"
                 raise LockLost(f"{what}: the lock on alias {alias!r} is no longer held by token {token} ({now})")
+
+
+def store_now(conn: sa.Connection) -> float:
+    """The store's own clock, in seconds since the epoch. Leases that one process writes and
+    another reads (holds, sync presence) compare on this one clock: a reader whose wall clock
+    jumped (NTP, a resumed VM) would otherwise see a live lease as expired, or a dead one as live.
+    SQLite runs inside the process, on the process's clock, so there it is the same."""
+    name = conn.dialect.name
+    if name == "postgresql":
+        return float(conn.exec_driver_sql("SELECT extract(epoch from clock_timestamp())").scalar_one())
+    if name in ("mysql", "mariadb"):
+        return float(conn.exec_driver_sql("SELECT UNIX_TIMESTAMP(NOW(6))").scalar_one())
+    return time.time()

@@ -33,7 +33,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from sparkindex.coordination.base import rerun_on_conflict
+from sparkindex.coordination.base import rerun_on_conflict, store_now
 from sparkindex.coordination.tables import Time
 
 #: How long a hold lives without being renewed (its holder renews it every few seconds).
@@ -131,8 +131,8 @@ class SyncHolds:
         """Hold *alias* for *ttl_s* (renew with :meth:`renew_holds`). Replaces any hold on it: the
         caller holds the alias's reindex lock, so another holder is a reindex that died."""
         t = self.h.hold
-        now = time.time()
         with self.engine.begin() as conn:
+            now = store_now(conn)
             conn.execute(t.delete().where(t.c.alias == alias))
             conn.execute(t.insert().values(alias=alias, holder=holder, since=now, expires_at=now + ttl_s))
 
@@ -141,9 +141,9 @@ class SyncHolds:
         """Extend *holder*'s live holds on *aliases*; return the aliases it still held. A hold that
         expired is not revived: a sync may have carried on meanwhile."""
         t = self.h.hold
-        now = time.time()
         held: set[str] = set()
         with self.engine.begin() as conn:
+            now = store_now(conn)
             for alias in aliases:
                 res = conn.execute(
                     t.update()
@@ -160,7 +160,7 @@ class SyncHolds:
         t = self.h.hold
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(t).where(t.c.alias.in_(list(aliases)), self._live_hold(time.time()))
+                sa.select(t).where(t.c.alias.in_(list(aliases)), self._live_hold(store_now(conn)))
             ).fetchall()
         return {r.alias: Hold(r.alias, r.holder, r.since, r.paused_at, r.paused_by, r.expires_at) for r in rows}
 
@@ -189,8 +189,8 @@ class SyncHolds:
         starts and at every lock refresh. Rows of aliases it no longer serves go, as do rows
         anybody left expired (a sync that was killed)."""
         p, t = self.h.presence, self.h.hold
-        now = time.time()
         with self.engine.begin() as conn:
+            now = store_now(conn)
             conn.execute(p.delete().where(p.c.expires_at < now))
             conn.execute(
                 p.delete().where(p.c.group_name == group, p.c.holder == holder, p.c.alias.notin_(list(aliases)))
@@ -226,10 +226,10 @@ class SyncHolds:
     def presence(self, aliases: Sequence[str] | None = None) -> list[Presence]:
         """The live presence rows (of *aliases*, or all)."""
         p = self.h.presence
-        stmt = sa.select(p).where(p.c.expires_at > time.time())
-        if aliases is not None:
-            stmt = stmt.where(p.c.alias.in_(list(aliases)))
         with self.engine.connect() as conn:
+            stmt = sa.select(p).where(p.c.expires_at > store_now(conn))
+            if aliases is not None:
+                stmt = stmt.where(p.c.alias.in_(list(aliases)))
             rows = conn.execute(stmt).fetchall()
         return [Presence(r.group_name, r.alias, r.holder, float(r.expires_at), r.paused_for, r.paused_at) for r in rows]
 

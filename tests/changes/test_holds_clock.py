@@ -1,0 +1,63 @@
+"""Holds and presence are read on the store's clock, not the reader's (found by the chaos
+campaign: a sync whose wall clock ran 90 s ahead saw every reindex hold as expired, never
+paused, and the rebuild could not swap on any rerun).
+
+The reader here is a real process whose wall clock is jumped with libfaketime
+(:mod:`chaos.clock`), on the PostgreSQL store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from chaos.clock import ClockJump
+
+from sparkindex.coordination.engine import make_engine
+from sparkindex.coordination.offsets import OffsetStore, make_offset_tables
+from tests.e2e.shop import fresh_database
+
+pytestmark = pytest.mark.postgres
+
+READER = """
+import sys, orjson
+from sparkindex.coordination.engine import make_engine
+from sparkindex.coordination.offsets import OffsetStore
+offsets = OffsetStore(make_engine(sys.argv[1]), "")
+print(orjson.dumps({"holds": sorted(offsets.holds(["products", "reviews"])),
+                    "serving": sorted(offsets.serving(["products"]))}).decode())
+"""
+
+
+@pytest.mark.parametrize("jump_s", [90.0, -90.0])
+def test_a_reader_with_a_jumped_clock_sees_the_live_holds(
+    tmp_path: Path, services: dict[str, str], jump_s: float
+) -> None:
+    url = fresh_database(services["postgres"], "holds_clock")
+    engine = make_engine(url)
+    try:
+        offsets = OffsetStore(engine, "")
+        offsets.hold("products", "reindex:j1:a", ttl_s=30.0)
+        offsets.hold("reviews", "reindex:j0:a", ttl_s=-5.0)  # expired already, by the store's clock
+        offsets.announce("default", ["products"], "sync:a", ttl_s=30.0)
+        clock = ClockJump(tmp_path / "clock")
+        clock.jump(jump_s)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", READER, url],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={**os.environ, **clock.env()},
+            )
+        finally:
+            clock.close()
+        assert done.returncode == 0, done.stderr
+        seen = orjson.loads(done.stdout.strip().splitlines()[-1])
+        assert seen == {"holds": ["products"], "serving": ["products"]}
+    finally:
+        make_offset_tables("").metadata.drop_all(engine)
+        engine.dispose()

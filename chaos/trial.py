@@ -337,9 +337,14 @@ class TrialRun:
             self.notes.append(f"sync --until-caught-up #{attempt + 1} exited {final.proc.returncode}")
 
     def cleanup(self) -> None:
+        from chaos import procs
+
         for r in self.runs:
             if r.alive():
                 r.kill()
+        # what outlives its starter on purpose (Tantivy writer services) goes with the trial
+        for pid in procs.find(lambda args: any(str(self.dir) in a for a in args)):
+            procs.signal_pid(pid, signal.SIGKILL)
         for closer in (self.store_cut.close, getattr(self.target_cut, "close", None)):
             if closer is not None:
                 with contextlib.suppress(Exception):

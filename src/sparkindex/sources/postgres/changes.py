@@ -309,24 +309,47 @@ class PostgresChangeSource(ChangeSource):
     def position(self, offset: Mapping[str, Any]) -> int:
         return int(offset.get("lsn", 0))
 
+    #: how long head() waits for the WAL it forced out to be reported flushed
+    flush_wait_s: float = 10.0
+
     def head(self) -> dict[str, Any]:
-        """The insert position now, once the WAL writer has flushed it (decoding reads only flushed
-        WAL; with synchronous_commit = off a commit may wait for it a few hundred ms)."""
+        """The insert position now, once it is flushed (decoding reads only flushed WAL).
+
+        With ``synchronous_commit = off``, or behind an open transaction that has written but not
+        committed, the tail of the WAL can sit unflushed until the next background record (up to
+        15 s on an idle server). Waiting for that made a quiet server look unreachable, so a head
+        not yet flushed is forced out by a synchronous commit of our own, which flushes
+        everything before its commit record."""
         with self._cursor("reading the WAL position") as cur:
             cur.execute("SELECT pg_current_wal_insert_lsn()::text")
             row = cur.fetchone()
             target = lsn_int(row[0]) if row else 0
-            deadline = time.monotonic() + 10
-            while True:
-                cur.execute("SELECT pg_current_wal_flush_lsn()::text")
-                flushed = cur.fetchone()
-                if flushed and lsn_int(flushed[0]) >= target:
-                    break
+            if self._flushed(cur) < target:
+                self._force_flush(cur)
+            deadline = time.monotonic() + self.flush_wait_s
+            while self._flushed(cur) < target:
                 if time.monotonic() > deadline:
                     # a head the peek cannot see yet must not be stored as caught up
-                    raise TransientError(f"the WAL was not flushed up to {lsn_text(target)} within 10 s")
+                    raise TransientError(
+                        f"the WAL was not flushed up to {lsn_text(target)} within {self.flush_wait_s:g} s"
+                    )
                 time.sleep(0.02)
         return {"lsn": target}
+
+    @staticmethod
+    def _flushed(cur: psycopg.Cursor[Any]) -> int:
+        cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+        row = cur.fetchone()
+        return lsn_int(row[0]) if row else 0
+
+    @staticmethod
+    def _force_flush(cur: psycopg.Cursor[Any]) -> None:
+        """A transaction that wrote WAL and commits synchronously flushes everything before its
+        commit record. An empty message is the cheapest such write: it needs no table and no
+        privilege, works in a read-only session, and decoders skip it (``action`` "M")."""
+        with cur.connection.transaction():
+            cur.execute("SET LOCAL synchronous_commit = on")
+            cur.execute("SELECT pg_logical_emit_message(true, 'sparkindex.head', '')")
 
     def acknowledge(self, offset: Mapping[str, Any]) -> None:
         target = self.position(offset)

@@ -65,6 +65,11 @@ class LockLost(PermanentError):
     """This process no longer holds the lock or lease it was working under (fenced off)."""
 
 
+class LeaseExpired(LockLost):
+    """The process cannot prove that its claim is still its own: its last successful renewal is
+    too old (the store is unreachable or too slow), so another process may own the work now."""
+
+
 class LockHeld(SparkIndexError):
     """Another live process holds the lock for an alias; this run refuses to start."""
 

@@ -11,6 +11,7 @@ import logging
 import shutil
 import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from sparkindex.errors import ConfigError, PermanentError, TransientError
+from sparkindex.errors import ConfigError, LeaseExpired, PermanentError, TransientError
 from sparkindex.retry import Backoff
 from sparkindex.targets.base import BulkItem, Target
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.write_deadline import writes_until
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.support.http_proxy import HttpProxy
 from tests.support.osmem import OsmemCluster
@@ -235,3 +237,52 @@ def test_key_splits_of_a_large_index_come_from_a_sample(engine: Engine) -> None:
     sizes = [len(list(target.scan_hashes(index, key_range=(bounds[i], bounds[i + 1])))) for i in range(4)]
     assert sum(sizes) == 400 and all(40 <= n <= 160 for n in sizes), sizes
     assert target.key_splits(index, 4) == cuts  # a fixed seed: the same index gives the same cuts
+
+
+# -- a writer's deadline (issue 16: a worker's lease was checked once per bulk, but one bulk is
+# several requests, a request could wait its full timeout, and the client resent dropped ones;
+# any of them could land after another worker had taken the partition over) ------------------
+def _bulk_requests(engine: Engine) -> int:
+    return sum(1 for _, path in engine.proxy.requests if "/_bulk" in path)
+
+
+def test_no_chunk_of_a_bulk_is_sent_once_the_deadline_has_passed(engine: Engine) -> None:
+    target = engine.open(max_bulk_docs=5)
+    index = target.create_version("f", MAPPING)
+    checks = 0
+
+    def valid_until() -> float:
+        """Valid for the first two chunks, over from the third (a lease that ran out mid-bulk)."""
+        nonlocal checks
+        checks += 1
+        return time.monotonic() + (60 if checks <= 2 else -1)
+
+    with pytest.raises(LeaseExpired, match="ran out"):
+        bulk_with_retries(target, index, items(*range(20)), 3, Backoff(0.01, 0.01), valid_until=valid_until)
+    assert [len(b.ids) for b in engine.proxy.bulks] == [5, 5]
+    target.finish_version(index)
+    assert target.count(index) == 10
+
+
+def test_a_request_under_a_deadline_is_never_resent_by_the_client(engine: Engine) -> None:
+    target = engine.open(max_retries=2)
+    index = target.create_version("f", MAPPING)
+    engine.proxy.drop_next(path="/_bulk")
+    with writes_until(lambda: time.monotonic() + 60), pytest.raises(TransientError, match="cannot reach"):
+        target.bulk(index, items(1))
+    assert _bulk_requests(engine) == 1, engine.proxy.requests
+    # the control: without a deadline the client's own retry resends it, and it lands
+    engine.proxy.drop_next(path="/_bulk")
+    assert [r.ok for r in target.bulk(index, items(2))] == [True]
+    assert _bulk_requests(engine) == 3
+
+
+def test_a_request_under_a_deadline_waits_for_no_answer_beyond_it(engine: Engine) -> None:
+    """The proxy holds the request (it would answer 502 after 30 s); the configured timeout is
+    60 s; the deadline, 1 s away, is what ends the wait."""
+    target = engine.open(request_timeout_s=60)
+    index = target.create_version("f", MAPPING)
+    engine.proxy.hold_next(path="/_bulk")
+    deadline = time.monotonic() + 1
+    with writes_until(lambda: deadline), pytest.raises(TransientError, match="did not answer in time"):
+        target.bulk(index, items(1))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from sparkindex.errors import TransientError
 from sparkindex.retry import Backoff
 from sparkindex.targets.base import BulkItem, Target, WriteMark
+from sparkindex.targets.write_deadline import writes_until
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ def bulk_with_retries(
     unsynced: bool = False,
     guard: Callable[[], None] | None = None,
     raise_transient: bool = False,
+    valid_until: Callable[[], float] | None = None,
 ) -> BulkOutcome:
     """Write *items*; raise :class:`TransientError` only when retries are exhausted for the request.
 
@@ -56,8 +58,26 @@ def bulk_with_retries(
     every request, the first and each retry, and raises to stop writing (a partition worker's
     lease check: a retry must not land after another worker took the partition over).
     *raise_transient*: items still rejected as transient after the last retry raise
-    :class:`ItemsStillTransient` instead of being returned among the failures.
+    :class:`ItemsStillTransient` instead of being returned among the failures. *valid_until*
+    (monotonic) bounds every request the target sends for this bulk, chunks and resends
+    included (:mod:`sparkindex.targets.write_deadline`): the guard alone runs once per request
+    of ours, and one of ours is many of the target's.
     """
+    with writes_until(valid_until):
+        return _bulk(target, index, items, retries, backoff, sleep, unsynced, guard, raise_transient)
+
+
+def _bulk(
+    target: Target,
+    index: str,
+    items: Sequence[BulkItem],
+    retries: int,
+    backoff: Backoff,
+    sleep: Callable[[float], None],
+    unsynced: bool,
+    guard: Callable[[], None] | None,
+    raise_transient: bool,
+) -> BulkOutcome:
     outcome = BulkOutcome()
     todo = list(items)
     attempt = 0

@@ -55,12 +55,18 @@ class InPlaceWrites:
         self.store.write_ahead.record(self.job_id, self.rec.id, self.rec.claim_token, self.seq, after, written, oldest)
         return self.seq
 
-    def undo(self, cursor: Sequence[Any] | None, guard: Callable[[], None] | None = None) -> int:
+    def undo(
+        self,
+        cursor: Sequence[Any] | None,
+        guard: Callable[[], None] | None = None,
+        valid_until: Callable[[], float] | None = None,
+    ) -> int:
         """Delete from the index every document that an earlier claim, or this one before a
         rewind, wrote after *cursor* (the acknowledged one) without acknowledging it; durable
         before the entries are forgotten and before anything is read. A row that still exists
         is read and written again by this attempt. *guard* is the lease check run before every
-        request (:func:`~sparkindex.worker.bulk.bulk_with_retries`). Returns how many documents
+        request and *valid_until* the lease's end (:func:`~sparkindex.worker.bulk.bulk_with_retries`).
+        Returns how many documents
         were deleted."""
         rec = self.rec
         written = self.store.write_ahead.unacknowledged(rec.id, rec.claim_token, cursor)
@@ -68,7 +74,14 @@ class InPlaceWrites:
             # external versions as written (external_gte: the delete is not older than what it removes)
             items = [BulkItem(d.id, op="delete", routing=d.routing, version=d.version) for d in written]
             outcome = bulk_with_retries(
-                self.target, self.index, items, self.retries, self.backoff, unsynced=True, guard=guard
+                self.target,
+                self.index,
+                items,
+                self.retries,
+                self.backoff,
+                unsynced=True,
+                guard=guard,
+                valid_until=valid_until,
             )
             if outcome.failures:
                 doc_id, error_class, message = outcome.failures[0]

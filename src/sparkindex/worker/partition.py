@@ -39,7 +39,15 @@ from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, Page
-from sparkindex.errors import DocumentError, LockLost, PartitionNotFound, PermanentError, TransientError, WritesLost
+from sparkindex.errors import (
+    DocumentError,
+    LeaseExpired,
+    LockLost,
+    PartitionNotFound,
+    PermanentError,
+    TransientError,
+    WritesLost,
+)
 from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem, Stage, Target
@@ -105,11 +113,6 @@ class _Batch:
 
     def __post_init__(self) -> None:
         self.start = self.cursor
-
-
-class LeaseExpired(LockLost):
-    """The worker cannot prove that its claim is still its own: its last successful renewal is
-    too old (the store is unreachable or too slow), so another worker may own the partition."""
 
 
 class _Lease(threading.Thread):
@@ -289,6 +292,8 @@ class _Attempt:
         except LeaseExpired as exc:
             return self._give_up(exc)
         except LockLost as exc:
+            # the bulks still in flight check the lease before each request: they stop too
+            self.lease.lost = self.lease.lost or str(exc)
             log.warning("%s; leaving the partition to its new owner", exc)
             return "lost", str(exc)
         except PermanentError as exc:
@@ -334,7 +339,7 @@ class _Attempt:
         while True:
             try:
                 if undo:
-                    self.in_place.undo(self.acked_cursor, guard=self.lease.check)
+                    self.in_place.undo(self.acked_cursor, guard=self.lease.check, valid_until=self.lease.valid_until)
                     undo = False
                 return self._read_and_send()
             except WritesLost as exc:
@@ -414,6 +419,7 @@ class _Attempt:
             s.backoff(),
             unsynced=True,
             guard=self.lease.check,  # before every request: no write once the claim cannot be proven
+            valid_until=self.lease.valid_until,  # and no request of the target's outlives the lease
             raise_transient=True,  # still busy after every retry: park the partition, lose nothing
         )
         self._in_flight.append((batch, future))

@@ -55,10 +55,16 @@ class ElasticsearchTransport(Transport):
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"target.options: {exc}") from None
         self.where = c.describe()
+        self.request_timeout_s, self.max_retries = c.request_timeout_s, c.max_retries
 
     def perform(self, request: Request) -> Any:
         r = request
-        client = self.client if r.timeout_s is None else self.client.options(request_timeout=r.timeout_s)
+        client = self.client
+        if r.timeout_s is not None or r.single_try:
+            client = client.options(
+                request_timeout=r.timeout_s if r.timeout_s is not None else self.request_timeout_s,
+                max_retries=0 if r.single_try else self.max_retries,
+            )
         try:
             # the client turns the JSON types into its compatibility types (vnd.elasticsearch+json)
             response = client.perform_request(r.method, r.path, params=r.params, headers=r.headers, body=r.body)

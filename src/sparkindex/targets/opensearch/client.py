@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import opensearchpy
@@ -41,8 +42,18 @@ class OpenSearchTransport(Transport):
         if c.username is not None or c.password is not None:
             auth = (c.username or "", c.password.get_secret_value() if c.password else "")
         quiet_client_failures()
+        self.client = self._client(c, auth, c.max_retries)
+        #: for requests that must not be resent (opensearch-py sets retries per client only);
+        #: made on first use
+        self._single_try: opensearchpy.OpenSearch | None = None
+        self._single_try_lock = threading.Lock()  # the bulk threads of a worker share the transport
+        self._auth, self._config = auth, c
+        self.where = c.describe()
+
+    @staticmethod
+    def _client(c: OpenSearchTargetConfig, auth: tuple[str, str] | None, max_retries: int) -> opensearchpy.OpenSearch:
         try:
-            self.client = opensearchpy.OpenSearch(
+            return opensearchpy.OpenSearch(
                 hosts=c.host_urls(),
                 http_auth=auth,
                 use_ssl=c.tls,
@@ -53,7 +64,7 @@ class OpenSearchTransport(Transport):
                 client_key=str(c.client_key) if c.client_key else None,
                 timeout=c.request_timeout_s,
                 http_compress=c.http_compress,
-                max_retries=c.max_retries,
+                max_retries=max_retries,
                 retry_on_status=(),
                 retry_on_timeout=False,
                 pool_maxsize=c.connections_per_host,
@@ -61,12 +72,17 @@ class OpenSearchTransport(Transport):
             )
         except opensearchpy.ImproperlyConfigured as exc:
             raise ConfigError(f"target.options: {exc}") from None
-        self.where = c.describe()
 
     def perform(self, request: Request) -> Any:
         r = request
+        client = self.client
+        if r.single_try and self._config.max_retries > 0:
+            with self._single_try_lock:
+                if self._single_try is None:
+                    self._single_try = self._client(self._config, self._auth, 0)
+                client = self._single_try
         try:
-            return self.client.transport.perform_request(
+            return client.transport.perform_request(
                 r.method, r.path, params=r.params, body=r.body, headers=r.headers, timeout=r.timeout_s
             )
         except opensearchpy.OpenSearchException as exc:
@@ -74,6 +90,8 @@ class OpenSearchTransport(Transport):
 
     def close(self) -> None:
         self.client.close()
+        if self._single_try is not None:
+            self._single_try.close()
 
 
 class OpenSearchTarget(SearchEngineTarget[OpenSearchTargetConfig]):

@@ -24,8 +24,10 @@ class Request:
     #: encoded already: JSON, or NDJSON when *ndjson*
     body: bytes | None = None
     ndjson: bool = False
-    #: overrides the configured request timeout (a long health wait)
+    #: overrides the configured request timeout (a long health wait, a write's deadline)
     timeout_s: float | None = None
+    #: sent once, never resent by the client (a write under a deadline: a resend could land late)
+    single_try: bool = False
 
     @property
     def headers(self) -> dict[str, str]:
@@ -67,12 +69,13 @@ class EngineApi:
         params: dict[str, str] | None = None,
         ndjson_body: bytes | None = None,
         timeout_s: float | None = None,
+        single_try: bool = False,
     ) -> Any:
         """Send; an error status raises :class:`HttpFailure` for the caller to interpret."""
         if ndjson_body is not None:
-            return self.transport.perform(Request(method, path, params, ndjson_body, True, timeout_s))
+            return self.transport.perform(Request(method, path, params, ndjson_body, True, timeout_s, single_try))
         data = None if body is None else orjson.dumps(body)
-        return self.transport.perform(Request(method, path, params, data, False, timeout_s))
+        return self.transport.perform(Request(method, path, params, data, False, timeout_s, single_try))
 
     def call(
         self,

@@ -43,6 +43,7 @@ from sparkindex.targets.search_engine.mapping import (
     text_fields,
 )
 from sparkindex.targets.search_engine.offsets import IndexOffsets
+from sparkindex.targets.write_deadline import write_budget_s
 
 
 def _meta(alias: str, mapping: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -221,8 +222,19 @@ class SearchEngineTarget(Target, Generic[C]):
 
     def _send(self, index: str, items: list[BulkItem], encoded: list[EncodedItem]) -> list[BulkItemResult]:
         body = b"".join(e.lines for e in encoded)
+        # under a writer's deadline (a partition's lease): checked before each chunk, and the
+        # request neither waits past it nor is resent by the client
+        budget = write_budget_s(f"bulk of {len(items)} to {index!r}")
+        timeout = None if budget is None else min(budget, self.config.request_timeout_s)
         try:
-            answer = self.api.raw("POST", f"/{quote(index)}/_bulk", params=BULK_ANSWER, ndjson_body=body)
+            answer = self.api.raw(
+                "POST",
+                f"/{quote(index)}/_bulk",
+                params=BULK_ANSWER,
+                ndjson_body=body,
+                timeout_s=timeout,
+                single_try=budget is not None,
+            )
         except HttpFailure as failure:
             if failure.status == 413:  # too large for the server: halve, down to one document
                 if len(items) == 1:

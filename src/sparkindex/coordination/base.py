@@ -138,14 +138,32 @@ class StoreBase:
                 raise LockLost(f"{what}: the lock on alias {alias!r} is no longer held by token {token} ({now})")
 
 
+#: the store's clock in seconds since the epoch, as SQL. MySQL/MariaDB: UTC_TIMESTAMP does not
+#: depend on the session's time zone, where UNIX_TIMESTAMP(NOW()) goes back an hour in the repeated
+#: hour of a DST change
+_CLOCK_SQL = {
+    "postgresql": "extract(epoch from clock_timestamp())",
+    "mysql": "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1000000)",
+    "mariadb": "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1000000)",
+}
+
+
 def store_now(conn: sa.Connection) -> float:
     """The store's own clock, in seconds since the epoch. Leases that one process writes and
     another reads (holds, sync presence) compare on this one clock: a reader whose wall clock
     jumped (NTP, a resumed VM) would otherwise see a live lease as expired, or a dead one as live.
     SQLite runs inside the process, on the process's clock, so there it is the same."""
-    name = conn.dialect.name
-    if name == "postgresql":
-        return float(conn.exec_driver_sql("SELECT extract(epoch from clock_timestamp())").scalar_one())
-    if name in ("mysql", "mariadb"):
-        return float(conn.exec_driver_sql("SELECT UNIX_TIMESTAMP(NOW(6))").scalar_one())
-    return time.time()
+    sql = _CLOCK_SQL.get(conn.dialect.name)
+    if sql is None:
+        return time.time()
+    return float(conn.exec_driver_sql(f"SELECT {sql}").scalar_one())
+
+
+def store_clock(dialect: sa.engine.Dialect) -> sa.ColumnElement[float]:
+    """:func:`store_now` inside a statement, for one that writes or compares a lease in the same
+    step (a claim, a heartbeat): the store's clock, read by the store. On SQLite it is the bound
+    parameter ``b_now``, which the caller sets to ``time.time()``."""
+    sql = _CLOCK_SQL.get(dialect.name)
+    if sql is None:
+        return sa.bindparam("b_now", type_=sa.Float(precision=53))
+    return sa.literal_column(sql, sa.Float(precision=53))

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from sparkindex.coordination.base import Fence, StoreBase, rerun_on_conflict
+from sparkindex.coordination.base import Fence, StoreBase, rerun_on_conflict, store_clock, store_now
 from sparkindex.coordination.direct import DirectConnections, DirectStatement, direct_capable
 from sparkindex.coordination.engine import make_engine
 from sparkindex.coordination.records import PartitionRecord, PartitionSpec
@@ -165,8 +165,10 @@ class PartitionRows(StoreBase):
         transition table); each needs its guard here, so a new source state cannot slip in unguarded.
         *take_over_run*: a claim may take a partition another attempt of the same run holds."""
         pt = self.t.partition
-        now = sa.bindparam("b_now", type_=Time)
-        stale = sa.func.coalesce(pt.c.last_heartbeat, 0.0) < sa.bindparam("b_cutoff", type_=Time)
+        # heartbeats are written and judged on the store's clock: a claimer whose wall clock ran
+        # ahead would take live partitions over, a holder whose clock fell behind would look dead
+        now = store_clock(self.engine.dialect)
+        stale = sa.func.coalesce(pt.c.last_heartbeat, 0.0) < now - sa.bindparam("b_stale_s", type_=Time)
         guards: dict[PartitionStatus, sa.ColumnElement[bool]] = {
             P.PENDING: pt.c.status == P.PENDING,
             # parked by close_partition until reopen_at
@@ -221,8 +223,8 @@ class PartitionRows(StoreBase):
             "b_id": partition_id,
             "b_owner": owner,
             "b_run_id": run_id,
-            "b_now": now,
-            "b_cutoff": now - stale_after_s,
+            "b_now": now,  # SQLite only: elsewhere the store reads its own clock
+            "b_stale_s": stale_after_s,
         }
         pt = self.t.partition
         stmt = self._claim_stmt if take_over_run else self._claim_free_stmt
@@ -262,7 +264,7 @@ class PartitionRows(StoreBase):
         counts added, cursor and writer set when given, lease renewed."""
         pt = self.t.partition
         ok, bad = sa.bindparam("b_ok", type_=sa.BigInteger), sa.bindparam("b_bad", type_=sa.BigInteger)
-        now = sa.bindparam("b_now", type_=Time)
+        now = store_clock(self.engine.dialect)  # the lease renewed on the store's clock (see _build_claim)
         stage = sa.bindparam("b_stage", type_=sa.Text)
         values: dict[str, Any] = {
             "processed_count": pt.c.processed_count + ok + bad,
@@ -421,9 +423,9 @@ class PartitionRows(StoreBase):
         pt = self.t.partition
         check_partition(P.PROCESSING, P.PENDING)
         check_partition(P.PROCESSING, P.FAILED)
-        cutoff = time.time() - stale_after_s
-        stale = sa.and_(pt.c.job_id == job_id, pt.c.status == P.PROCESSING, pt.c.last_heartbeat < cutoff)
         with self.engine.begin() as conn:
+            cutoff = store_now(conn) - stale_after_s  # heartbeats are on the store's clock
+            stale = sa.and_(pt.c.job_id == job_id, pt.c.status == P.PROCESSING, pt.c.last_heartbeat < cutoff)
             failed = conn.execute(
                 pt.update()
                 .where(stale, pt.c.retry_count >= max_retries)

@@ -1,0 +1,92 @@
+"""Partition leases are written and judged on the store's clock, not the process's (issue 16, the
+chaos campaign's review: heartbeats, the claim's staleness cutoff and the driver's reclaim all read
+``time.time()``, so a worker whose wall clock fell behind looked dead while it wrote on, and a
+claimer or driver whose clock ran ahead took live partitions over: two writers on one partition).
+
+The process with the jumped clock is real, its wall clock moved by libfaketime
+(:mod:`chaos.clock`); the stores are PostgreSQL and MariaDB (SQLite runs inside the process, on
+its clock, so there is no second clock to disagree with).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from chaos.clock import ClockJump
+
+from sparkindex.coordination.store import CoordinationStore
+from tests.coordination.helpers import new_job
+
+SERVER_STORES = [
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
+STALE_AFTER_S = 60.0
+
+#: argv: url, prefix, what ("heartbeat" | "claim" | "reclaim"), job id, partition id, claim token
+JUMPED = """
+import sys, orjson
+from sparkindex.coordination.store import CoordinationStore
+url, prefix, what, job_id, pid, token = sys.argv[1:]
+store = CoordinationStore(url, prefix)
+if what == "heartbeat":
+    store.heartbeat(pid, int(token)); out = None
+elif what == "claim":
+    rec = store.claim(pid, "jumped-claimer", "run-jumped", float(sys.argv[7]) if len(sys.argv) > 7 else 60.0)
+    out = None if rec is None else rec.claim_token
+else:
+    out = list(store.reclaim_stale(job_id, 60.0, 3))
+print(orjson.dumps({"out": out}).decode())
+"""
+
+
+def _in_jumped_process(tmp_path: Path, jump_s: float, url: str, prefix: str, *args: str) -> object:
+    clock = ClockJump(tmp_path / "clock")
+    clock.jump(jump_s)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", JUMPED, url, prefix, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, **clock.env()},
+        )
+    finally:
+        clock.close()
+    assert done.returncode == 0, done.stderr[-3000:]
+    return orjson.loads(done.stdout.strip().splitlines()[-1])["out"]
+
+
+@pytest.mark.parametrize("store_url", SERVER_STORES, indirect=True)
+def test_a_holder_whose_clock_fell_behind_keeps_its_partition(
+    tmp_path: Path, store_url: tuple[str, str], store: CoordinationStore
+) -> None:
+    url, prefix = store_url
+    job_id, (pid, *_) = new_job(store, 2)
+    rec = store.claim(pid, "holder", "run-1", STALE_AFTER_S)
+    assert rec is not None
+    # the holder renews from a process whose wall clock is 90 s behind
+    _in_jumped_process(tmp_path, -90.0, url, prefix, "heartbeat", job_id, pid, str(rec.claim_token))
+    assert store.claim(pid, "other", "run-2", STALE_AFTER_S) is None, "a live holder's partition was taken over"
+    assert store.reclaim_stale(job_id, STALE_AFTER_S, 3) == (0, 0)
+
+
+@pytest.mark.parametrize("store_url", SERVER_STORES, indirect=True)
+def test_a_claimer_or_driver_whose_clock_ran_ahead_takes_no_live_partition(
+    tmp_path: Path, store_url: tuple[str, str], store: CoordinationStore
+) -> None:
+    url, prefix = store_url
+    job_id, (pid, *_) = new_job(store, 2)
+    rec = store.claim(pid, "holder", "run-1", STALE_AFTER_S)
+    assert rec is not None
+    store.heartbeat(pid, rec.claim_token)
+    assert _in_jumped_process(tmp_path, 90.0, url, prefix, "claim", job_id, pid, "0") is None
+    assert _in_jumped_process(tmp_path, 90.0, url, prefix, "reclaim", job_id, pid, "0") == [0, 0]
+    assert store.partition(pid).claim_token == rec.claim_token
+    # the control: a partition whose holder really stopped renewing is taken over
+    assert store.claim(pid, "other", "run-2", 0.0) is not None

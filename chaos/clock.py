@@ -38,6 +38,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -190,3 +191,20 @@ class ClockJump:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def run_python_jumped(directory: Path, jump_s: float, code: str, *args: str, timeout: float = 120) -> str:
+    """Run Python *code* (``python -c``) with *args* in a process whose wall clock is *jump_s*
+    seconds off; its last line of output. Raises when it fails."""
+    with ClockJump(directory) as clock:
+        clock.jump(jump_s)
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **clock.env()},
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"the process with a clock {jump_s:+g}s off failed: {done.stderr[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]

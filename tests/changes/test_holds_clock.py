@@ -7,14 +7,11 @@ The reader here is a real process whose wall clock is jumped with libfaketime
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
-from chaos.clock import ClockJump
+from chaos.clock import run_python_jumped
 
 from sparkindex.coordination.engine import make_engine
 from sparkindex.coordination.offsets import OffsetStore, make_offset_tables
@@ -43,20 +40,7 @@ def test_a_reader_with_a_jumped_clock_sees_the_live_holds(
         offsets.hold("products", "reindex:j1:a", ttl_s=30.0)
         offsets.hold("reviews", "reindex:j0:a", ttl_s=-5.0)  # expired already, by the store's clock
         offsets.announce("default", ["products"], "sync:a", ttl_s=30.0)
-        clock = ClockJump(tmp_path / "clock")
-        clock.jump(jump_s)
-        try:
-            done = subprocess.run(
-                [sys.executable, "-c", READER, url],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env={**os.environ, **clock.env()},
-            )
-        finally:
-            clock.close()
-        assert done.returncode == 0, done.stderr
-        seen = orjson.loads(done.stdout.strip().splitlines()[-1])
+        seen = orjson.loads(run_python_jumped(tmp_path / "clock", jump_s, READER, url))
         assert seen == {"holds": ["products"], "serving": ["products"]}
     finally:
         make_offset_tables("").metadata.drop_all(engine)

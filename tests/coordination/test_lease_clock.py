@@ -10,15 +10,13 @@ its clock, so there is no second clock to disagree with).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
-from chaos.clock import ClockJump
+from chaos.clock import run_python_jumped
 
+from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.store import CoordinationStore
 from tests.coordination.helpers import new_job
 
@@ -31,6 +29,7 @@ STALE_AFTER_S = 60.0
 #: argv: url, prefix, what ("heartbeat" | "claim" | "reclaim"), job id, partition id, claim token
 JUMPED = """
 import sys, orjson
+from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.store import CoordinationStore
 url, prefix, what, job_id, pid, token = sys.argv[1:]
 store = CoordinationStore(url, prefix)
@@ -46,30 +45,23 @@ print(orjson.dumps({"out": out}).decode())
 
 
 def _in_jumped_process(tmp_path: Path, jump_s: float, url: str, prefix: str, *args: str) -> object:
-    clock = ClockJump(tmp_path / "clock")
-    clock.jump(jump_s)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", JUMPED, url, prefix, *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, **clock.env()},
-        )
-    finally:
-        clock.close()
-    assert done.returncode == 0, done.stderr[-3000:]
-    return orjson.loads(done.stdout.strip().splitlines()[-1])["out"]
+    return orjson.loads(run_python_jumped(tmp_path / "clock", jump_s, JUMPED, url, prefix, *args))["out"]
+
+
+@pytest.fixture
+def held(store: CoordinationStore) -> tuple[str, str, PartitionRecord]:
+    """(job id, partition id, the claim) of a partition a live holder has just claimed."""
+    job_id, (pid, *_) = new_job(store, 2)
+    rec = store.claim(pid, "holder", "run-1", STALE_AFTER_S)
+    assert rec is not None
+    return job_id, pid, rec
 
 
 @pytest.mark.parametrize("store_url", SERVER_STORES, indirect=True)
 def test_a_holder_whose_clock_fell_behind_keeps_its_partition(
-    tmp_path: Path, store_url: tuple[str, str], store: CoordinationStore
+    tmp_path: Path, store_url: tuple[str, str], store: CoordinationStore, held: tuple[str, str, PartitionRecord]
 ) -> None:
-    url, prefix = store_url
-    job_id, (pid, *_) = new_job(store, 2)
-    rec = store.claim(pid, "holder", "run-1", STALE_AFTER_S)
-    assert rec is not None
+    (url, prefix), (job_id, pid, rec) = store_url, held
     # the holder renews from a process whose wall clock is 90 s behind
     _in_jumped_process(tmp_path, -90.0, url, prefix, "heartbeat", job_id, pid, str(rec.claim_token))
     assert store.claim(pid, "other", "run-2", STALE_AFTER_S) is None, "a live holder's partition was taken over"
@@ -78,12 +70,9 @@ def test_a_holder_whose_clock_fell_behind_keeps_its_partition(
 
 @pytest.mark.parametrize("store_url", SERVER_STORES, indirect=True)
 def test_a_claimer_or_driver_whose_clock_ran_ahead_takes_no_live_partition(
-    tmp_path: Path, store_url: tuple[str, str], store: CoordinationStore
+    tmp_path: Path, store_url: tuple[str, str], store: CoordinationStore, held: tuple[str, str, PartitionRecord]
 ) -> None:
-    url, prefix = store_url
-    job_id, (pid, *_) = new_job(store, 2)
-    rec = store.claim(pid, "holder", "run-1", STALE_AFTER_S)
-    assert rec is not None
+    (url, prefix), (job_id, pid, rec) = store_url, held
     store.heartbeat(pid, rec.claim_token)
     assert _in_jumped_process(tmp_path, 90.0, url, prefix, "claim", job_id, pid, "0") is None
     assert _in_jumped_process(tmp_path, 90.0, url, prefix, "reclaim", job_id, pid, "0") == [0, 0]

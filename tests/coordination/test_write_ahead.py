@@ -7,7 +7,7 @@ import pytest
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.write_ahead import Written
 from sparkindex.errors import LockLost
-from tests.coordination.helpers import new_job
+from tests.coordination.helpers import age_heartbeat, new_job
 
 
 def claimed(store: CoordinationStore) -> tuple[str, str, int]:
@@ -63,6 +63,25 @@ def test_a_claim_taken_over_records_nothing_and_is_told(store: CoordinationStore
     store.release(pid, token)
     taken = store.claim(pid, "w2", "run-2", 60)
     assert taken is not None
+
+    with pytest.raises(LockLost, match="no longer holds it"):
+        store.write_ahead.record(job_id, pid, token, 1, None, [Written("x")], 1)
+    assert store.write_ahead.entries(pid) == []
+
+
+@pytest.mark.parametrize("end", ["reclaimed", "closed", "released"])
+def test_a_claim_no_longer_processing_records_nothing(store: CoordinationStore, end: str) -> None:
+    """The driver reclaimed the partition (same token, back to PENDING), or the claim parked or
+    gave it back: the token alone still matches, but the claim no longer holds the partition."""
+    job_id, pid, token = claimed(store)
+    if end == "reclaimed":
+        age_heartbeat(store, pid)
+        assert store.reclaim_stale(job_id, 60, 3) == (1, 0)
+    elif end == "closed":
+        store.close_partition(pid, token, reopen_at=1e12)
+    else:
+        store.release(pid, token)
+    assert store.partition(pid).claim_token == token
 
     with pytest.raises(LockLost, match="no longer holds it"):
         store.write_ahead.record(job_id, pid, token, 1, None, [Written("x")], 1)

@@ -234,3 +234,39 @@ def test_a_worker_whose_store_refuses_connections_for_a_moment_renews_again_and_
     done = rig.store.partition(rig.partition_id)
     assert (done.status, done.claims, done.success_count) == (P.COMPLETED, 1, ROWS)
     assert set(docs(osmem_cluster, rig.index).values()) == {"old"} and len(docs(osmem_cluster, rig.index)) == ROWS
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.parametrize("rig", [3.0], indirect=True)  # claim_timeout_s
+def test_a_worker_that_cannot_record_its_outcome_ends_normally_and_leaves_the_claim_to_expire(
+    rig: Rig, osmem_cluster: OsmemCluster, fault_proxy: HttpProxy
+) -> None:
+    """The target stays busy (503) beyond the retries, so the worker parks the partition; the
+    store is unreachable at that moment. The store's error must not escape the worker on top of
+    the target's (a Spark task failing with a traceback): the claim is left to expire, cursor
+    kept, and another worker finishes the partition."""
+    fault_proxy.hold_next(1, path="_bulk")
+    thread_a, result = rig.run_a()
+    wait_for(lambda: any("_bulk" in path for _, path in fault_proxy.requests), 30, "A's bulk to be held")
+    rig.store_proxy.stop()
+    fault_proxy.fail_next(503, count=1000, path="_bulk")
+    fault_proxy.state.release.set()  # the held bulk: 502; its retries: 503
+    thread_a.join(timeout=120)
+    assert not thread_a.is_alive()
+    assert "a" in result, "the worker raised instead of returning an outcome"
+    assert result["a"].status == "lost", result
+    assert rig.store.partition(rig.partition_id).status == P.PROCESSING  # left to expire
+
+    rig.store_proxy.start()
+    outcome_b: list[PartitionOutcome] = []
+
+    def b_took_over() -> bool:
+        out = rig.worker_b.run(rig.partition_id, "worker-b", take_over_run=False)
+        if out.status != "skipped":
+            outcome_b.append(out)
+        return bool(outcome_b)
+
+    wait_for(b_took_over, 60, "B to take the partition over", every=0.2)
+    assert outcome_b[0].status == "completed", outcome_b
+    assert len(docs(osmem_cluster, rig.index)) == ROWS

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sparkindex.coordination.base import rerun_on_conflict
+from sparkindex.coordination.states import PartitionStatus
 from sparkindex.errors import LockLost
 from sparkindex.keys import dump_key, load_key
 
@@ -90,10 +91,13 @@ class WriteAheadLog:
         t, pt = self.t, self.pt
         with self.engine.begin() as conn:
             # The conditional UPDATE changes nothing: it proves the claim and locks its row (on
-            # PostgreSQL/MySQL) until the entry is in.
+            # PostgreSQL/MySQL) until the entry is in. The token alone is not proof: a driver's
+            # reclaim, a park or a release end a claim without a new one.
             held = conn.execute(
                 pt.update()
-                .where(pt.c.id == partition_id, pt.c.claim_token == claim_token)
+                .where(
+                    pt.c.id == partition_id, pt.c.claim_token == claim_token, pt.c.status == PartitionStatus.PROCESSING
+                )
                 .values(claim_token=pt.c.claim_token)
             ).rowcount
             if held != 1:

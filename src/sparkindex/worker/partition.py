@@ -10,21 +10,14 @@ Reading and writing overlap: up to ``max_in_flight`` bulks are on their way (bac
 while the next batch is read and built, and acknowledgements are recorded in order. A target that
 makes writes durable in groups (Tantivy's group commit) then never stalls the reader.
 
-A claim is a lease: another worker may take the partition over once its heartbeat is older than
-``claim_timeout_s``, by that worker's wall clock. So a worker writes only while it can prove the
-lease is still its own: every write (each bulk request, retries included, and each stage add)
-first checks that the last successful renewal, by this process's monotonic clock, is younger than
-``LEASE_SAFE_FRACTION`` of ``claim_timeout_s``; the rest of the timeout is the margin for a
-request already on its way and for the clocks of two machines disagreeing. A worker cut off from
-the store therefore stops writing on its own, and its store calls stop rerunning at the same
-moment (:func:`~sparkindex.coordination.base.reruns_until`).
+A claim is a lease (:mod:`sparkindex.worker.lease`): the worker writes only while it can prove
+the claim is still its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -54,16 +47,13 @@ from sparkindex.targets.base import BulkItem, Stage, Target
 from sparkindex.worker.bulk import BulkOutcome, bulk_with_retries
 from sparkindex.worker.in_place import InPlaceWrites
 from sparkindex.worker.latency import LatencyHistogram
+from sparkindex.worker.lease import Lease
 
 log = logging.getLogger(__name__)
 
 OutcomeStatus = Literal["completed", "released", "failed", "closed", "lost", "skipped"]
 STOP_CHECK_INTERVAL_S = 2.0
 #: a worker writes only while its last lease renewal is younger than this share of claim_timeout_s;
-#: renewals come every quarter (at least every LEASE_RENEW_MIN_S), so one that fails costs no
-#: write, and the last quarter is the margin for a request on its way and for disagreeing clocks
-LEASE_SAFE_FRACTION = 0.75
-LEASE_RENEW_MIN_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -115,69 +105,6 @@ class _Batch:
         self.start = self.cursor
 
 
-class _Lease(threading.Thread):
-    """Renews the claim's heartbeat while a page is read or a bulk waits, so a slow partition is
-    never mistaken for a dead one; notices a takeover between acknowledgements; and tells the
-    writes whether the claim can still be proven (:meth:`check`)."""
-
-    def __init__(
-        self, store: CoordinationStore, rec: PartitionRecord, claim_timeout_s: float, claimed_at: float
-    ) -> None:
-        super().__init__(name=f"lease-{rec.id[:8]}", daemon=True)
-        self.store, self.rec = store, rec
-        self.every_s = max(LEASE_RENEW_MIN_S, claim_timeout_s / 4)
-        #: how long one renewal proves the claim for
-        self.valid_for_s = claim_timeout_s * LEASE_SAFE_FRACTION
-        self.lost: str | None = None
-        #: time.monotonic() when the last store call that renewed the claim began (the heartbeat it
-        #: stored is the wall clock of that moment or later); the claim is the first renewal
-        self.renewed_at = claimed_at
-        self._guard = threading.Lock()
-        self._stop_event = threading.Event()
-
-    def renewed(self, started: float) -> None:
-        """A store call begun at *started* (monotonic) renewed the claim."""
-        with self._guard:
-            self.renewed_at = max(self.renewed_at, started)
-
-    def valid_until(self) -> float:
-        """The monotonic time after which the claim can no longer be proven without a renewal."""
-        return self.renewed_at + self.valid_for_s
-
-    def expired(self) -> bool:
-        return time.monotonic() > self.valid_until()
-
-    def check(self) -> None:
-        """Raise :class:`LockLost` when a takeover was noticed, :class:`LeaseExpired` when the
-        claim cannot be proven any more; called before every write to the target."""
-        if self.lost:
-            raise LockLost(self.lost)
-        age = time.monotonic() - self.renewed_at
-        if age > self.valid_for_s:
-            raise LeaseExpired(
-                f"partition {self.rec.id}: claim {self.rec.claim_token} was last renewed {age:.1f}s ago, more than "
-                f"{self.valid_for_s:g}s ({LEASE_SAFE_FRACTION:g} of claim_timeout_s): another worker may own it now, "
-                "so this one writes no more"
-            )
-
-    def run(self) -> None:
-        with reruns_until(self.valid_until):  # a renewal that cannot prove the lease is no renewal
-            while not self._stop_event.wait(self.every_s):
-                started = time.monotonic()
-                try:
-                    self.store.heartbeat(self.rec.id, self.rec.claim_token)
-                except LockLost as exc:
-                    self.lost = str(exc)
-                    return
-                except (DBAPIError, TransientError) as exc:  # the store is down: the next renewal retries
-                    log.warning("lease renewal for partition %s failed: %s", self.rec.id, exc)
-                else:
-                    self.renewed(started)
-
-    def stop(self) -> None:
-        self._stop_event.set()
-
-
 class PartitionWorker:
     """Runs partitions of one job against one store, source and target (one per process)."""
 
@@ -211,7 +138,7 @@ class PartitionWorker:
             raise
         if rec is None:  # the job is stopping, it is finished, or a live process elsewhere holds it
             return PartitionOutcome(partition_id, "", "skipped")
-        lease = _Lease(self.store, rec, self.s.claim_timeout_s, started)
+        lease = Lease(self.store, rec, self.s.claim_timeout_s, started)
         lease.start()
         try:
             attempt = _Attempt(self, rec, lease)
@@ -248,7 +175,7 @@ class _Attempt:
     attempt rewinds to its last acknowledged cursor and reads them again.
     """
 
-    def __init__(self, worker: PartitionWorker, rec: PartitionRecord, lease: _Lease) -> None:
+    def __init__(self, worker: PartitionWorker, rec: PartitionRecord, lease: Lease) -> None:
         self.w = worker
         self.rec = rec
         self.lease = lease
@@ -284,11 +211,9 @@ class _Attempt:
             # 503): stop reading this partition and park it (CLOSED until reopen_at, cursor kept:
             # the unacknowledged batches are written again) rather than hammer a struggling
             # target or write the items off as dead letters.
-            try:
-                self.w.store.close_partition(rec.id, rec.claim_token, time.time() + s.reopen_after_s, f"target: {exc}")
-            except LockLost as lost:
-                return "lost", str(lost)
-            return "closed", str(exc)
+            reopen_at = time.time() + s.reopen_after_s
+            parked = self._outcome_saved(self.w.store.close_partition, reopen_at, f"target: {exc}")
+            return ("closed", str(exc)) if parked is None else ("lost", parked)
         except LeaseExpired as exc:
             return self._give_up(exc)
         except LockLost as exc:
@@ -300,11 +225,8 @@ class _Attempt:
             # Retrying the same read or write will not help (a missing index, a schema that
             # changed under the job): count it against the partition, never fail the Spark job.
             log.error("partition %s: %s", rec.id, exc)
-            try:
-                self.w.store.fail(rec.id, rec.claim_token, str(exc), s.partition_retries)
-            except LockLost as lost:
-                return "lost", str(lost)
-            return "failed", str(exc)
+            unsaved = self._outcome_saved(self.w.store.fail, str(exc), s.partition_retries)
+            return ("failed", str(exc)) if unsaved is None else ("lost", unsaved)
         except DBAPIError as exc:
             if not self.lease.expired():
                 raise
@@ -316,6 +238,21 @@ class _Attempt:
             self._pool.shutdown(wait=True, cancel_futures=True)
             if self.stage is not None:
                 self.stage.discard()  # unacknowledged: a later claim reads it again from the cursor
+
+    def _outcome_saved(self, save: Callable[..., object], *args: Any) -> str | None:
+        """Record an attempt's end in the store (``save(partition id, claim token, *args)``);
+        None when it is recorded. When the claim was
+        lost meanwhile, or the store cannot be reached now (after its reruns), the reason: the
+        claim is left to expire and be taken over, cursor kept, and the task ends normally
+        rather than with a store error on top of the one it was reporting."""
+        try:
+            save(self.rec.id, self.rec.claim_token, *args)
+        except LockLost as lost:
+            return str(lost)
+        except (DBAPIError, TransientError) as exc:
+            log.warning("partition %s: its outcome could not be recorded (left to expire): %s", self.rec.id, exc)
+            return f"the store could not record the outcome: {exc}"
+        return None
 
     def _give_up(self, exc: LeaseExpired) -> tuple[OutcomeStatus, str | None]:
         """The claim cannot be proven any more: write nothing more, let the bulks already on their
@@ -367,8 +304,8 @@ class _Attempt:
             except TransientError as exc:  # the source stayed unreachable beyond our retries
                 self._send(batch)
                 self._acknowledge_all()
-                w.store.fail(rec.id, rec.claim_token, f"source: {exc}", s.partition_retries)
-                return "failed", str(exc)
+                unsaved = self._outcome_saved(w.store.fail, f"source: {exc}", s.partition_retries)
+                return ("failed", str(exc)) if unsaved is None else ("lost", unsaved)
             self._add(batch, page)
             if page.last_key is not None:
                 self.after = batch.cursor = page.last_key
@@ -379,7 +316,10 @@ class _Attempt:
             if last:
                 self._acknowledge_all(complete=True)
                 if not self.staged:
-                    self.in_place.done()
+                    try:
+                        self.in_place.done()
+                    except (DBAPIError, TransientError) as exc:  # complete already; gc drops the entries
+                        log.warning("partition %s: its write-ahead entries stay until gc: %s", rec.id, exc)
                 return "completed", None
 
     def _read(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:

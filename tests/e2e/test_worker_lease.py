@@ -99,6 +99,19 @@ class Rig:
         thread.start()
         return thread, result
 
+    def b_takes_over(self) -> PartitionOutcome:
+        """Worker B's outcome, once it could claim the partition (A's lease ran out)."""
+        taken: list[PartitionOutcome] = []
+
+        def took_over() -> bool:
+            out = self.worker_b.run(self.partition_id, "worker-b", take_over_run=False)
+            if out.status != "skipped":
+                taken.append(out)
+            return bool(taken)
+
+        wait_for(took_over, 60, "B to take the partition over", every=0.2)
+        return taken[0]
+
     def set_body(self, body: str) -> None:
         engine = sa.create_engine(normalize_url(self.pg))
         with engine.begin() as conn:
@@ -175,16 +188,8 @@ def test_a_worker_cut_off_from_the_store_writes_nothing_after_its_claim_could_ha
 
     # B takes the partition over once A's heartbeat is older than claim_timeout_s, and writes the
     # rows as they are now.
-    outcome_b: list[PartitionOutcome] = []
-
-    def b_took_over() -> bool:
-        out = rig.worker_b.run(rig.partition_id, "worker-b", take_over_run=False)
-        if out.status != "skipped":
-            outcome_b.append(out)
-        return bool(outcome_b)
-
-    wait_for(b_took_over, 60, "B to take the partition over", every=0.2)
-    assert outcome_b[0].status == "completed", outcome_b
+    outcome_b = rig.b_takes_over()
+    assert outcome_b.status == "completed", outcome_b
     done = rig.store.partition(rig.partition_id)
     assert (done.status, done.owner) == (P.COMPLETED, "worker-b")
     assert set(docs(osmem_cluster, rig.index).values()) == {"new"}
@@ -259,14 +264,6 @@ def test_a_worker_that_cannot_record_its_outcome_ends_normally_and_leaves_the_cl
     assert rig.store.partition(rig.partition_id).status == P.PROCESSING  # left to expire
 
     rig.store_proxy.start()
-    outcome_b: list[PartitionOutcome] = []
-
-    def b_took_over() -> bool:
-        out = rig.worker_b.run(rig.partition_id, "worker-b", take_over_run=False)
-        if out.status != "skipped":
-            outcome_b.append(out)
-        return bool(outcome_b)
-
-    wait_for(b_took_over, 60, "B to take the partition over", every=0.2)
-    assert outcome_b[0].status == "completed", outcome_b
+    outcome_b = rig.b_takes_over()
+    assert outcome_b.status == "completed", outcome_b
     assert len(docs(osmem_cluster, rig.index)) == ROWS

@@ -38,11 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparkindex-chaos-"))
     started = time.monotonic()
     clean = injected = 0
+    by_kind: dict[str, int] = {}
+    combos: set[str] = set()
     with Campaign(workdir) as campaign:
         for i in trials:
             plan = plan_trial(args.seed, i)
             result = TrialRun(plan, campaign).execute()
             injected += sum(1 for f in result["faults"] if f.get("injected"))
+            combos.add(f"{result['source']}/{result['target']}/{result['master']}")
+            for f in result["faults"]:
+                by_kind[f["kind"]] = by_kind.get(f["kind"], 0) + bool(f.get("injected"))
             clean += bool(result["ok"])
             print(orjson.dumps(result).decode(), flush=True)
             if not result["ok"]:
@@ -53,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         "trials": len(trials),
         "clean": clean,
         "faults_injected": injected,
+        #: injected per kind (0: planned, never landed)
+        "faults_by_kind": dict(sorted(by_kind.items())),
+        "combinations": sorted(combos),  # source/target/master
         "seconds": round(time.monotonic() - started, 1),
         "workdir": str(workdir),
     }

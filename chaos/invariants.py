@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from chaos.trial import TrialRun
 
 DOCUMENTED_EXITS = {0, 1, 3}
+EXPECTED_ALIASES = ("products", "reviews")  # the trial's pipeline (chaos.trial.PIPELINE)
 TRACEBACK = "Traceback (most recent call last)"
 
 _HISTORY = [
@@ -88,7 +89,14 @@ def verify_clean(run: TrialRun) -> list[str]:
         return [f"verify exited {done.returncode} with no report: {done.stderr[-800:]}"]
     report = orjson.loads(lines[-1])
     out = []
-    for alias, r in sorted(report.get("aliases", {}).items()):
+    aliases = report.get("aliases", {})
+    for alias in EXPECTED_ALIASES:  # a report that leaves an alias out, or checked nothing, proves nothing
+        r = aliases.get(alias)
+        if r is None:
+            out.append(f"verify reported nothing on alias {alias!r}")
+        elif not r.get("checked"):
+            out.append(f"verify {alias}: nothing checked ({r})")
+    for alias, r in sorted(aliases.items()):
         drift = {k: r[k] for k in ("missing", "extra", "stale", "duplicates") if r.get(k)}
         if drift:
             out.append(f"verify {alias}: {drift} of {r.get('checked')} checked")

@@ -130,6 +130,8 @@ class TrialRun:
         self.lease_s = LEASE_S
         self.runs: list[Run] = []
         self.lock = threading.Lock()
+        #: held while deciding whether to start a rebuild (the fault threads and the supervisor)
+        self.rebuild_lock = threading.Lock()
         self.store_cut = NetCut("127.0.0.1", self.pg.port)
         self.target_cut: NetCut | None = None
         self.http_proxy: HttpProxy | None = None
@@ -216,13 +218,14 @@ class TrialRun:
 
     def ensure_rebuild(self) -> None:
         """A reindex runs (a new rebuild when the last one completed): faults on a reindex
-        driver need one."""
-        with self.lock:
-            running = any(r.role == "reindex" and r.alive() for r in self.runs)
+        driver need one. One decision at a time with the supervisor: never two rebuilds."""
+        with self.rebuild_lock:
+            with self.lock:
+                running = any(r.role == "reindex" and r.alive() for r in self.runs)
+                if not running:
+                    self.rebuild_done = False
             if not running:
-                self.rebuild_done = False
-        if not running:
-            self.start_reindex()
+                self.start_reindex()
 
     def live(self, role: str) -> Run | None:
         with self.lock:
@@ -304,14 +307,15 @@ class TrialRun:
                 r.ended = True
         for r in ended:
             if r.role == "reindex":
-                if r.proc.returncode == 0:
-                    self.rebuild_done = True
-                elif not self.rebuild_done and self.live("reindex") is None:
-                    if self.rebuild_runs >= REBUILD_RUNS:
-                        self.notes.append(f"rebuild still unfinished after {self.rebuild_runs} runs")
-                        self.rebuild_done = True  # give up: the invariants will say what is wrong
-                    else:
-                        self.start_reindex()
+                with self.rebuild_lock:
+                    if r.proc.returncode == 0:
+                        self.rebuild_done = True
+                    elif not self.rebuild_done and self.live("reindex") is None:
+                        if self.rebuild_runs >= REBUILD_RUNS:
+                            self.notes.append(f"rebuild still unfinished after {self.rebuild_runs} runs")
+                            self.rebuild_done = True  # give up: the invariants will say what is wrong
+                        else:
+                            self.start_reindex()
             elif r.role == "sync" and not self.finishing and self.live("sync") is None:
                 self.start_sync()
 
@@ -372,9 +376,13 @@ class TrialRun:
             except Exception as exc:  # noqa: BLE001 - a trial that cannot start is reported as one
                 violations.append(f"setup: {type(exc).__name__}: {exc}")
             else:
-                self.window()
-                self.finish()
-                violations += invariants.check(self)
+                try:
+                    self.window()
+                    self.finish()
+                    violations += invariants.check(self)
+                except Exception as exc:  # the harness broke: this trial fails, the campaign goes on
+                    log.exception("trial %d: the harness failed", self.plan.trial)
+                    violations.append(f"harness: {type(exc).__name__}: {exc}")
         finally:
             result = {
                 "trial": self.plan.trial,
@@ -390,7 +398,11 @@ class TrialRun:
                 "seconds": round(time.monotonic() - started, 1),
             }
             (self.dir / "result.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-            self.cleanup()
+            try:
+                self.cleanup()
+            except Exception as exc:  # reported with the trial; the next one starts afresh
+                log.exception("trial %d: cleanup failed", self.plan.trial)
+                result["notes"].append(f"cleanup failed: {type(exc).__name__}: {exc}")
         return result
 
 

@@ -10,6 +10,8 @@ its clock, so there is no second clock to disagree with).
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import orjson
@@ -38,6 +40,13 @@ if what == "heartbeat":
 elif what == "claim":
     rec = store.claim(pid, "jumped-claimer", "run-jumped", float(sys.argv[7]) if len(sys.argv) > 7 else 60.0)
     out = None if rec is None else rec.claim_token
+elif what == "lock":
+    from sparkindex.coordination.recovery import holder_is_dead
+    from sparkindex.errors import LockHeld
+    try:
+        out = store.locks.acquire("products", "jumped-host:1:run-2", 60.0, holder_is_dead=holder_is_dead)
+    except LockHeld as exc:
+        out = "held"
 else:
     out = list(store.reclaim_stale(job_id, 60.0, 3))
 print(orjson.dumps({"out": out}).decode())
@@ -79,3 +88,18 @@ def test_a_claimer_or_driver_whose_clock_ran_ahead_takes_no_live_partition(
     assert store.partition(pid).claim_token == rec.claim_token
     # the control: a partition whose holder really stopped renewing is taken over
     assert store.claim(pid, "other", "run-2", 0.0) is not None
+
+
+@pytest.mark.parametrize("store_url", SERVER_STORES, indirect=True)
+@pytest.mark.parametrize("holder_host", ["another-host", "this-host"])
+def test_a_driver_whose_clock_ran_ahead_takes_no_live_alias_lock(
+    tmp_path: Path, store_url: tuple[str, str], store: CoordinationStore, holder_host: str
+) -> None:
+    """Two drivers on one alias, when the second one's clock runs 90 s ahead of a lock the first
+    refreshed a moment ago (its 60 s lease)."""
+    url, prefix = store_url
+    host = socket.gethostname() if holder_host == "this-host" else "another-host"
+    token = store.locks.acquire("products", f"{host}:{os.getpid()}:run-1", 60.0)
+    assert _in_jumped_process(tmp_path, 90.0, url, prefix, "lock", "-", "-", "0") == "held"
+    assert store.locks.get("products").token == token  # type: ignore[union-attr]
+    store.locks.check("products", token)

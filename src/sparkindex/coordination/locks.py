@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from sparkindex.coordination.base import rerun_on_conflict
+from sparkindex.coordination.base import rerun_on_conflict, store_now
 from sparkindex.coordination.records import LockRecord
 from sparkindex.errors import LockHeld, LockLost
 
@@ -47,10 +47,10 @@ class LockManager:
         An expired lock, or one whose holder *holder_is_dead* confirms gone, is taken over.
         """
         for _ in range(3):
-            now = time.time()
             current = self.get(key)
             try:
                 with self.engine.begin() as conn:
+                    now = store_now(conn)  # expiry on the store's clock, whatever this process's says
                     if current is None:
                         conn.execute(
                             self.t.insert().values(
@@ -89,8 +89,8 @@ class LockManager:
         raise LockHeld(f"alias {key!r}: lock contended, try again")
 
     def refresh(self, key: str, token: int, ttl_s: float) -> None:
-        now = time.time()
         with self.engine.begin() as conn:
+            now = store_now(conn)
             res = conn.execute(
                 self.t.update()
                 .where(self.t.c.lock_key == key, self.t.c.token == token)
@@ -102,7 +102,9 @@ class LockManager:
     @rerun_on_conflict
     def check(self, key: str, token: int) -> None:
         lock = self.get(key)
-        if lock is None or lock.token != token or lock.expires_at < time.time():
+        with self.engine.connect() as conn:
+            now = store_now(conn)
+        if lock is None or lock.token != token or lock.expires_at < now:
             raise LockLost(f"lock {key!r}: token {token} no longer holds it")
 
     @rerun_on_conflict
@@ -116,7 +118,7 @@ class LockManager:
                     self.t.c.token == token,
                     self.t.c.job_id.is_(None) if from_job is None else self.t.c.job_id == from_job,
                 )
-                .values(job_id=to_job, last_heartbeat=time.time())
+                .values(job_id=to_job, last_heartbeat=store_now(conn))
             )
         if res.rowcount != 1:
             raise LockLost(f"lock {key!r}: transfer from job {from_job} refused")

@@ -8,7 +8,7 @@ its TTL and lost the lock therefore cannot move the alias.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -98,6 +98,14 @@ class LockManager:
             )
         if res.rowcount != 1:
             raise LockLost(f"lock {key!r}: token {token} no longer holds it")
+
+    @rerun_on_conflict
+    def unexpired(self, keys: Sequence[str]) -> list[LockRecord]:
+        """The locks among *keys* whose lease has not run out, on the store's clock."""
+        found = [lock for lock in (self.get(k) for k in keys) if lock is not None]
+        with self.engine.connect() as conn:
+            now = store_now(conn)
+        return [lock for lock in found if lock.expires_at > now]
 
     @rerun_on_conflict
     def check(self, key: str, token: int) -> None:

@@ -334,8 +334,7 @@ class CatchUp:
         """The running syncs of *group* on this source (by their lock; the lock without the
         source is an older version's)."""
         keys = [runner.sync_lock_key(group, runner.source_key(self.pipeline)), runner.sync_lock_key(group)]
-        locks = [self.store.locks.get(k) for k in keys]
-        return [lock.holder for lock in locks if lock is not None and lock.expires_at > time.time()]
+        return [lock.holder for lock in self.store.locks.unexpired(keys)]
 
     def _live_groups(self, with_default: bool = True) -> set[str]:
         groups = {o.group for a in self.aliases for o in self.positions.groups_of(a)}

@@ -13,11 +13,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import sqlalchemy as sa
@@ -121,13 +122,51 @@ def completed_once(run: TrialRun) -> list[str]:
 
 
 def fences_current(run: TrialRun) -> list[str]:
+    """Every move, and every attempt that may have moved (``pending``: the process ended before
+    it recorded the outcome; ``error``: the answer never came), carried a current fence; and each
+    alias points where the last attempt that may have moved it pointed it."""
+    from sparkindex.coordination.swap_log import ERROR, MOVED, PENDING, stale_moves
+
     store = CoordinationStore(run.store_direct_url)
     try:
-        from sparkindex.coordination.swap_log import stale_moves
-
-        return [f"stale fence: {m}" for m in stale_moves(store.swap_log.attempts())]
+        attempts = store.swap_log.attempts()
     finally:
         store.close()
+    maybe = [dataclasses.replace(a, outcome=MOVED) if a.outcome in (PENDING, ERROR) else a for a in attempts]
+    unsure = {a.id: a.outcome for a in attempts if a.outcome in (PENDING, ERROR)}
+    out = []
+    for line in stale_moves(maybe):
+        attempt_id = int(line.split(":", 1)[0].removeprefix("attempt "))
+        prefix = f"stale fence ({unsure[attempt_id]}, may have moved)" if attempt_id in unsure else "stale fence"
+        out.append(f"{prefix}: {line}")
+    pipeline = load_pipeline(run.pipeline)
+    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    try:
+        for alias in EXPECTED_ALIASES:
+            movers = [a for a in maybe if a.alias == alias and a.outcome == MOVED]
+            live = target.alias_target(alias)
+            if not movers:
+                out.append(f"alias {alias} points at {live}, and no swap attempt was recorded for it")
+            elif not _explains(movers, live, unsure):
+                last = movers[-1]
+                out.append(
+                    f"alias {alias} points at {live}, but the last recorded move (attempt {last.id}, fence "
+                    f"{last.fence}) pointed it at {last.index}"
+                )
+    finally:
+        target.close()
+    return out
+
+
+def _explains(movers: list[Any], live: str | None, unsure: dict[int, str]) -> bool:
+    """Whether the moves, latest first, leave the alias at *live*: the latest that pointed it
+    there comes before any later move that surely happened elsewhere."""
+    for a in reversed(movers):
+        if a.index == live:
+            return True
+        if a.id not in unsure:
+            return False
+    return False
 
 
 def nothing_left_behind(run: TrialRun) -> list[str]:

@@ -102,7 +102,11 @@ def test_gc_deletes_what_is_old_and_refuses_running_jobs_and_current_indexes(
     runs.record([verify_run("products", "r1", 40), verify_run("products", "r2", 35), verify_run("products", "r3", 0)])
     runs.record([verify_run("gone-alias", "r4", 40)])
 
+    for job_id in (done, running):  # the fence log of each job's swap
+        store.swap_log.finish(store.swap_log.begin("products", "products_v9", None, 1, job_id), "moved")
+
     preview = collect_garbage(pipeline, 30 * DAY, dry_run=True)
+    assert {a.job_id for a in store.swap_log.attempts()} == {done, running}, "a dry run deletes nothing"
     report = collect_garbage(pipeline, 30 * DAY)
     for r in (preview, report):
         assert (r.jobs_deleted, r.partitions_deleted, r.dead_letters_deleted, r.verify_runs_deleted) == (2, 4, 1, 2)
@@ -122,6 +126,7 @@ def test_gc_deletes_what_is_old_and_refuses_running_jobs_and_current_indexes(
     assert [d.doc_id for d in store.dead_letters.list(alias="products")] == ["a"], "unresolved letters stay"
     assert sorted(r.letter.doc_id for r in store.dead_letters.resolved()) == ["c", "z"]
     assert sorted(r.run_id for r in runs.list()) == ["r3", "r4"], "the newest result of each alias stays"
+    assert [a.job_id for a in store.swap_log.attempts()] == [running], "a deleted job's swap attempts go with it"
 
 
 def test_a_failed_job_a_rerun_would_resume_is_kept(tmp_path: Path) -> None:

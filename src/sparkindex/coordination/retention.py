@@ -86,6 +86,8 @@ class Retention:
             if held != 1:
                 return None
             conn.execute(self.t.write_ahead.delete().where(self.t.write_ahead.c.job_id == job.id))
+            # its swap attempts: the fence log keeps what the jobs kept can still be judged by
+            conn.execute(self.t.swap_attempt.delete().where(self.t.swap_attempt.c.job_id == job.id))
             parts = int(conn.execute(pt.delete().where(pt.c.job_id == job.id)).rowcount)
             conn.execute(jt.delete().where(jt.c.id == job.id))
         return parts

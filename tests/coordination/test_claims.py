@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -306,7 +305,7 @@ def test_closed_partition_is_claimed_again_once_reopened(store: CoordinationStor
     rec = store.claim(pid, "a", "run-A", stale_after_s=60)
     assert rec is not None
     store.save_progress(pid, rec.claim_token, [40], 40, 0)
-    store.close_partition(pid, rec.claim_token, reopen_at=time.time() + 3600, error="target down")
+    store.close_partition(pid, rec.claim_token, reopen_after_s=3600, error="target down")
     parked = store.partition(pid)
     assert parked.status == P.CLOSED and parked.owner is None and parked.last_error == "target down"
     assert parked.cursor == (40,)
@@ -315,7 +314,7 @@ def test_closed_partition_is_claimed_again_once_reopened(store: CoordinationStor
     assert store.claim(pid, "a", "run-A", stale_after_s=0) is None, "parked until reopen_at, even for its run"
     pt = store.t.partition
     with store.engine.begin() as conn:
-        conn.execute(pt.update().where(pt.c.id == pid).values(reopen_at=time.time() - 1))
+        conn.execute(pt.update().where(pt.c.id == pid).values(reopen_at=store.now() - 1))
     again = store.claim(pid, "b", "run-B", stale_after_s=60)
     assert again is not None and again.claim_token == rec.claim_token + 1 and again.cursor == (40,)
 
@@ -443,8 +442,7 @@ def test_claimable_order_reopened_then_priority_then_largest_work_first(store: C
     assert [p.partition_index for p in store.partitions(job.id)] == [4, 5, 2, 3, 1, 0, 7, 6]
     due, parked, busy = (store.claim(parts[i].id, "w", "r", 60) for i in (6, 7, 0))
     assert due and parked and busy
-    now = time.time()
-    store.close_partition(due.id, due.claim_token, reopen_at=now - 10)
-    store.close_partition(parked.id, parked.claim_token, reopen_at=now + 3600)
+    store.close_partition(due.id, due.claim_token, reopen_after_s=-10)
+    store.close_partition(parked.id, parked.claim_token, reopen_after_s=3600)
     # what a pass hands to its workers: re-opened CLOSED first, then PENDING in priority/work order
     assert [p.partition_index for p in store.claimable(job.id)] == [6, 4, 5, 2, 3, 1]

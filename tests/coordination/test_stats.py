@@ -102,7 +102,7 @@ def test_stats_aggregate_many_progress_calls_per_entity_and_status(store: Coordi
     # outcomes: products COMPLETED/FAILED/CLOSED/PENDING, orders COMPLETED/PROCESSING, users all PENDING
     store.complete(parts[("products", 0)].id, tokens[("products", 0)])
     assert store.fail(parts[("products", 1)].id, tokens[("products", 1)], "boom", max_retries=0) == P.FAILED
-    store.close_partition(parts[("products", 2)].id, tokens[("products", 2)], reopen_at=1e12)
+    store.close_partition(parts[("products", 2)].id, tokens[("products", 2)], reopen_after_s=1e9)
     store.complete(parts[("orders", 0)].id, tokens[("orders", 0)])
     store.release(parts[("users", 0)].id, tokens[("users", 0)])
 

@@ -78,7 +78,7 @@ def test_a_claim_no_longer_processing_records_nothing(store: CoordinationStore, 
         age_heartbeat(store, pid)
         assert store.reclaim_stale(job_id, 60, 3) == (1, 0)
     elif end == "closed":
-        store.close_partition(pid, token, reopen_at=1e12)
+        store.close_partition(pid, token, reopen_after_s=1e9)
     else:
         store.release(pid, token)
     assert store.partition(pid).claim_token == token

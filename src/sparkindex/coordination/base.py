@@ -116,6 +116,12 @@ class StoreBase:
         self.single = single or engine
         self.t = tables
 
+    @rerun_on_conflict
+    def now(self) -> float:
+        """The store's clock (:func:`store_now`): what leases and parked partitions are judged on."""
+        with self.engine.connect() as conn:
+            return store_now(conn)
+
     def fence_conditions(self, fence: Fence | None) -> list[sa.ColumnElement[bool]]:
         """One EXISTS per fenced alias, to AND into a driver's UPDATE."""
         if not fence:
@@ -140,11 +146,12 @@ class StoreBase:
 
 #: the store's clock in seconds since the epoch, as SQL. MySQL/MariaDB: UTC_TIMESTAMP does not
 #: depend on the session's time zone, where UNIX_TIMESTAMP(NOW()) goes back an hour in the repeated
-#: hour of a DST change
+#: hour of a DST change; divided by a float, a DOUBLE (an integer divisor gives a DECIMAL of
+#: div_precision_increment places)
 _CLOCK_SQL = {
     "postgresql": "extract(epoch from clock_timestamp())",
-    "mysql": "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1000000)",
-    "mariadb": "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1000000)",
+    "mysql": "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6)",
+    "mariadb": "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) / 1e6)",
 }
 
 

@@ -136,9 +136,9 @@ class PartitionRows(StoreBase):
         ``reopen_at`` has come (the first *limit* of them). (PROCESSING ones come back through
         :meth:`reclaim_stale`.)"""
         pt = self.t.partition
-        now = time.time() if now is None else now
-        due = sa.or_(pt.c.status == P.PENDING, sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now))
         with self.engine.connect() as conn:
+            now = store_now(conn) if now is None else now  # reopen_at is on the store's clock
+            due = sa.or_(pt.c.status == P.PENDING, sa.and_(pt.c.status == P.CLOSED, pt.c.reopen_at <= now))
             stmt = sa.select(pt).where(pt.c.job_id == job_id, due).order_by(*claim_order(pt))
             rows = conn.execute(stmt if limit is None else stmt.limit(limit))
             return [PartitionRecord.from_row(r) for r in rows]
@@ -398,11 +398,15 @@ class PartitionRows(StoreBase):
         """Give a partition back untouched by failure (graceful stop); its cursor is kept."""
         self._fenced(partition_id, token, P.PENDING, owner=None)
 
-    def close_partition(self, partition_id: str, token: int, reopen_at: float, error: str | None = None) -> None:
-        """Park a partition until *reopen_at* (Data Prepper's CLOSED / reOpenAt): the worker does
-        this when the target is down, instead of burning a retry; :meth:`claim` and
-        :meth:`claimable` pick it up again once *reopen_at* has come. Its cursor is kept."""
+    def close_partition(self, partition_id: str, token: int, reopen_after_s: float, error: str | None = None) -> None:
+        """Park a partition for *reopen_after_s* (Data Prepper's CLOSED / reOpenAt): the worker
+        does this when the target is down, instead of burning a retry; :meth:`claim` and
+        :meth:`claimable` pick it up again once its ``reopen_at`` has come, on the store's clock
+        (as they judge it). Its cursor is kept."""
         pt = self.t.partition
+        reopen_at = store_clock(self.engine.dialect) + sa.bindparam("b_after_s", reopen_after_s, type_=Time)
+        if self.engine.dialect.name == "sqlite":
+            reopen_at = sa.literal(time.time() + reopen_after_s, Time)  # SQLite: the process's clock is the store's
         values: dict[str, Any] = {"owner": None, "reopen_at": reopen_at, "closed_count": pt.c.closed_count + 1}
         if error is not None:
             values["last_error"] = error[:4000]

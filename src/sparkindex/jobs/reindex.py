@@ -310,7 +310,7 @@ class ReindexJob:
             return
         closed = [p.reopen_at or 0.0 for p in store.partitions(job_id, [P.CLOSED])]
         if closed:
-            delay = min(closed) - time.time()
+            delay = min(closed) - store.now()  # reopen_at is on the store's clock
             if delay > 0:
                 self.progress.phase(f"target unavailable; partitions reopen in {delay:.0f} s")
                 time.sleep(delay)

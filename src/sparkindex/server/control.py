@@ -9,7 +9,6 @@ option) and aliases only when the pipeline defines them.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -55,13 +54,8 @@ def _accepted(action: Action) -> ORJSONResponse:
 def _busy_aliases(state: ServerState, aliases: list[str]) -> list[str]:
     """Aliases a live driver holds now (its lock has not expired): a reindex of them would only
     start Spark to be refused."""
-    now = time.time()
-    held = []
-    for alias in aliases:
-        lock = state.views.lock(alias)
-        if lock is not None and lock.expires_at > now:
-            held.append(f"{alias!r} (job {lock.job_id}, held by {lock.holder})")
-    return held
+    live = state.store.locks.unexpired(aliases)  # on the store's clock: the drivers' leases are
+    return [f"{lock.key!r} (job {lock.job_id}, held by {lock.holder})" for lock in live]
 
 
 async def start_reindex(request: Request) -> ORJSONResponse:

@@ -57,7 +57,10 @@ class Lease(threading.Thread):
             self.renewed_at = max(self.renewed_at, started)
 
     def valid_until(self) -> float:
-        """The monotonic time after which the claim can no longer be proven without a renewal."""
+        """The monotonic time after which the claim can no longer be proven without a renewal;
+        the past once a takeover was noticed (the writes' deadline and the store's reruns end)."""
+        if self.lost:
+            return float("-inf")
         return self.renewed_at + self.valid_for_s
 
     def expired(self) -> bool:

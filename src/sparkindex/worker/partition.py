@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 
 OutcomeStatus = Literal["completed", "released", "failed", "closed", "lost", "skipped"]
 STOP_CHECK_INTERVAL_S = 2.0
-#: a worker writes only while its last lease renewal is younger than this share of claim_timeout_s;
 
 
 @dataclass(frozen=True)
@@ -211,13 +210,12 @@ class _Attempt:
             # 503): stop reading this partition and park it (CLOSED until reopen_at, cursor kept:
             # the unacknowledged batches are written again) rather than hammer a struggling
             # target or write the items off as dead letters.
-            reopen_at = time.time() + s.reopen_after_s
-            parked = self._outcome_saved(self.w.store.close_partition, reopen_at, f"target: {exc}")
+            parked = self._outcome_saved(self.w.store.close_partition, s.reopen_after_s, f"target: {exc}")
             return ("closed", str(exc)) if parked is None else ("lost", parked)
         except LeaseExpired as exc:
             return self._give_up(exc)
         except LockLost as exc:
-            # the bulks still in flight check the lease before each request: they stop too
+            # the bulks still in flight check the lease before each request and chunk: they stop too
             self.lease.lost = self.lease.lost or str(exc)
             log.warning("%s; leaving the partition to its new owner", exc)
             return "lost", str(exc)

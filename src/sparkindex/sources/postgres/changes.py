@@ -345,11 +345,16 @@ class PostgresChangeSource(ChangeSource):
     @staticmethod
     def _force_flush(cur: psycopg.Cursor[Any]) -> None:
         """A transaction that wrote WAL and commits synchronously flushes everything before its
-        commit record. An empty message is the cheapest such write: it needs no table and no
-        privilege, works in a read-only session, and decoders skip it (``action`` "M")."""
-        with cur.connection.transaction():
-            cur.execute("SET LOCAL synchronous_commit = on")
-            cur.execute("SELECT pg_logical_emit_message(true, 'sparkindex.head', '')")
+        commit record. An empty message is the cheapest such write: it needs no table, works in
+        a read-only session, and decoders skip it (``action`` "M"). Where EXECUTE on it was
+        revoked, the caller waits for the flush instead."""
+        try:
+            with cur.connection.transaction():
+                # local: the flush is all decoding needs (on would also wait for synchronous standbys)
+                cur.execute("SET LOCAL synchronous_commit = local")
+                cur.execute("SELECT pg_logical_emit_message(true, 'sparkindex.head', '')")
+        except psycopg.errors.InsufficientPrivilege as exc:  # EXECUTE revoked: wait for the flush instead
+            log.info("cannot force the WAL out (%s); waiting for the server to flush it", _first_line(exc))
 
     def acknowledge(self, offset: Mapping[str, Any]) -> None:
         target = self.position(offset)

@@ -9,6 +9,7 @@ Spark standalone cluster (a master and two workers) is there for the trials that
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 from pathlib import Path
 from types import TracebackType
@@ -35,6 +36,10 @@ class Campaign:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
+        # the servers' and the cluster's scratch from an earlier campaign in this workdir: a data
+        # directory made for another port (its config and pid file) would not start here
+        for scratch in ("pg", "mariadb", "cluster"):
+            shutil.rmtree(workdir / scratch, ignore_errors=True)
         self._pg: PgServer | None = None
         self._maria: MariaDbServer | None = None
         self._osmem: Any = None

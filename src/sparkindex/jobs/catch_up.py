@@ -46,6 +46,7 @@ from typing import Any
 from sparkindex.changes import runner
 from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
+from sparkindex.changes.gaps import find_gaps
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.changes.source import LOG_SOURCES, ChangeSource, open_change_source, source_kind
 from sparkindex.config.model import Pipeline
@@ -187,6 +188,28 @@ class CatchUp:
     def active(self, job_id: str) -> bool:
         """Whether the job catches up (it has a slot and offsets of its own)."""
         return bool(self.positions.offsets(catch_up_group(job_id)))
+
+    def lost_log(self, job_id: str) -> str | None:
+        """Why the job's catch-up can no longer replay what committed since its start (binlogs
+        purged past its position, its slot dropped), or None. Such a job cannot be resumed: its
+        new versions would miss those changes for good, and every rerun would refuse the swap
+        on the same gap. A job that swapped already is past its catch-up (its hand-over stands)."""
+        group = catch_up_group(job_id)
+        saved = self.positions.offsets(group)
+        if not saved or self.swapped(job_id):
+            return None
+        changes = self._source()
+        try:
+            changes.prepare()
+            gaps = find_gaps(changes, group, saved, self.aliases, lambda _alias: None)
+        finally:
+            changes.close()
+        return "; ".join(sorted({g.reason for g in gaps})) or None
+
+    def abandon(self, job_id: str) -> None:
+        """A job that will not be resumed forgets its catch-up position (the consumer, its slot,
+        is shared with the job that starts afresh)."""
+        self.positions.forget(catch_up_group(job_id))
 
     def wrote(self, job_id: str, alias: str) -> bool:
         """Whether an earlier run's catch-up already wrote into the new version (so its document

@@ -202,6 +202,19 @@ class ReindexJob:
                     old.id, JobStatus.FAILED, error="its index versions are gone; starting afresh", fence=fence
                 )
                 continue
+            lost = self.catch_up.lost_log(old.id) if self.catch_up is not None else None
+            if lost is not None:
+                # what committed during the job is gone from the log: only a new snapshot has it
+                log.warning("job %s cannot be resumed, its catch-up lost its log (%s); starting afresh", old.id, lost)
+                store.reset_orphans(old.id, fence=fence)
+                store.transition_job(
+                    old.id,
+                    JobStatus.FAILED,
+                    error=f"its catch-up position is gone from the change log ({lost}); starting afresh",
+                    fence=fence,
+                )
+                self.catch_up.abandon(old.id)
+                continue
             if current.status in (JobStatus.STOPPED, JobStatus.FAILED):
                 store.retry_failed(old.id)
                 store.transition_job(old.id, JobStatus.READY, fence=fence)

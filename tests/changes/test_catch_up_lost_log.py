@@ -44,13 +44,29 @@ def shop(tmp_path: Path, services: dict[str, str], osmem_cluster: OsmemCluster) 
     drop_pg_shop(shop, services["postgres"])
 
 
-def test_a_rebuild_whose_catch_up_lost_its_log_starts_afresh(shop: Shop, cli: Path, spark: Any) -> None:
+def _reindex(cli: Path, shop: Shop) -> None:
+    done = subprocess.run(
+        [str(cli), "reindex", "-c", str(shop.pipeline.base_dir / "pipeline.yaml"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert orjson.loads(done.stdout.strip().splitlines()[-1]), done.stdout
+
+
+@pytest.mark.parametrize("left", ["killed", "failed"])
+def test_a_rebuild_whose_catch_up_lost_its_log_starts_afresh(shop: Shop, cli: Path, spark: Any, left: str) -> None:
+    """*left*: the job's driver was killed (RUNNING), or a run already failed on the gap (FAILED)."""
     pipeline = shop.pipeline
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     source = open_source(pipeline.source_url())
     catch_up = CatchUp(pipeline, source, CoordinationStore(pipeline.coordination_url()), [ALIAS], lambda: spark)
     store, job_id, index, fence = plan_job(pipeline, target, catch_up)
     assert catch_up.active(job_id), "a sync section: the job records where its catch-up starts"
+    if left == "failed":
+        store.transition_job(job_id, JobStatus.FAILED, error="the change log has a gap", fence=fence)
     store.locks.release(ALIAS, fence[ALIAS])  # its driver died here
 
     # what commits now is only in the job's log; then an administrator drops the job's slot
@@ -65,20 +81,14 @@ def test_a_rebuild_whose_catch_up_lost_its_log_starts_afresh(shop: Shop, cli: Pa
         assert len(slots) == 1, slots
         conn.execute(sa.text("SELECT pg_drop_replication_slot(:s)"), {"s": slots[0]})
 
-    done = subprocess.run(
-        [str(cli), "reindex", "-c", str(pipeline.base_dir / "pipeline.yaml"), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Traceback" not in done.stderr
-    assert orjson.loads(done.stdout.strip().splitlines()[-1]), done.stdout
+    _reindex(cli, shop)
 
     old = store.job(job_id)
     assert old.status == JobStatus.FAILED and "catch-up position is gone" in (old.error_message or ""), old
     [new] = [j for j in store.jobs([ALIAS]) if j.id != job_id]
     assert new.status == JobStatus.COMPLETED and target.alias_target(ALIAS) == new.targets[ALIAS] != index
+    _reindex(cli, shop)  # and no later run resumes the abandoned job
+    assert store.job(job_id).status == JobStatus.FAILED and len(store.jobs([ALIAS])) == 3
     plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
     result = verify_alias(source, target, plan)
     assert (result.missing, result.extra, result.stale, result.duplicates) == (0, 0, 0, 0), result.samples

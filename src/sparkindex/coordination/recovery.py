@@ -62,6 +62,11 @@ def holder_is_dead(lock: LockRecord) -> bool:
     return False
 
 
+#: how the error of a FAILED job that must never be resumed begins (abandoned by ``--new``, its
+#: versions gone, its catch-up's log gone): a rerun starts afresh instead
+NOT_RESUMABLE = "not resumable: "
+
+
 def decide(
     job: JobRecord, holder_alive: bool, now: float, max_age_s: float, fingerprint: str | None = None
 ) -> Decision:
@@ -84,6 +89,8 @@ def decide(
             f"job {job.id} was planned from another configuration (plan or mapping changed); "
             "rerun with --new to start afresh",
         )
+    if job.status == JobStatus.FAILED and (job.error_message or "").startswith(NOT_RESUMABLE):
+        return Decision("none", job.error_message or "", resumable=False)
     if job.status == JobStatus.FAILED:
         return Decision("none", "a failed job holds no live work; a rerun resumes it", resumable=True)
     if job.status == JobStatus.STOPPED:

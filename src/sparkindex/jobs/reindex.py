@@ -25,7 +25,7 @@ import orjson
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.records import JobRecord, PartitionRecord
-from sparkindex.coordination.recovery import holder_is_dead, holder_name, recover
+from sparkindex.coordination.recovery import NOT_RESUMABLE, holder_is_dead, holder_name, recover
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import ConfigError, LockHeld, LockLost, SparkIndexError
@@ -179,9 +179,7 @@ class ReindexJob:
         unfinished = store.jobs(self.aliases, [*RESUMABLE_JOB_STATES, JobStatus.INITIALIZING])
         for old in unfinished:
             if self.new:
-                if old.status != JobStatus.FAILED:
-                    store.reset_orphans(old.id, fence=fence)
-                    store.transition_job(old.id, JobStatus.FAILED, error="abandoned by reindex --new", fence=fence)
+                self._abandon(store, old, "abandoned by reindex --new", fence)
                 continue
             # We hold every alias lock, so whoever ran this job before is gone.
             decision = recover(
@@ -198,22 +196,14 @@ class ReindexJob:
             if not decision.resumable or current.status not in RESUMABLE_JOB_STATES:
                 continue
             if not all(target.version_exists(ix) for ix in current.targets.values()):
-                store.transition_job(
-                    old.id, JobStatus.FAILED, error="its index versions are gone; starting afresh", fence=fence
-                )
+                self._abandon(store, current, "its index versions are gone; starting afresh", fence)
                 continue
             lost = self.catch_up.lost_log(old.id) if self.catch_up is not None else None
             if lost is not None:
                 # what committed during the job is gone from the log: only a new snapshot has it
-                log.warning("job %s cannot be resumed, its catch-up lost its log (%s); starting afresh", old.id, lost)
-                store.reset_orphans(old.id, fence=fence)
-                store.transition_job(
-                    old.id,
-                    JobStatus.FAILED,
-                    error=f"its catch-up position is gone from the change log ({lost}); starting afresh",
-                    fence=fence,
-                )
-                self.catch_up.abandon(old.id)
+                reason = f"its catch-up position is gone from the change log ({lost}); starting afresh"
+                log.warning("job %s cannot be resumed: %s", old.id, reason)
+                self._abandon(store, current, reason, fence)
                 continue
             if current.status in (JobStatus.STOPPED, JobStatus.FAILED):
                 store.retry_failed(old.id)
@@ -233,6 +223,18 @@ class ReindexJob:
         )
         store.add_partitions(job.id, specs)
         return store.transition_job(job.id, JobStatus.READY, fence=fence)
+
+    def _abandon(self, store: CoordinationStore, job: JobRecord, reason: str, fence: dict[str, int]) -> None:
+        """*job* is never to be resumed: FAILED, its error saying so (recovery.NOT_RESUMABLE), its
+        catch-up position forgotten."""
+        error = NOT_RESUMABLE + reason
+        if job.status == JobStatus.FAILED:
+            store.update_job(job.id, error_message=error, fence=fence)
+        else:
+            store.reset_orphans(job.id, fence=fence)
+            store.transition_job(job.id, JobStatus.FAILED, error=error, fence=fence)
+        if self.catch_up is not None:
+            self.catch_up.abandon(job.id)
 
     # -- running -----------------------------------------------------------------------------------
     def _start_spark(self) -> Future[Any]:

@@ -7,7 +7,6 @@ violations, the faults, and the command that replays the failing trial.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,10 +27,6 @@ def test_one_round_covers_every_fault_kind() -> None:
 
 
 @pytest.mark.timeout(3600)
-@pytest.mark.skipif(
-    os.environ.get("CHAOS_CI") != "1",
-    reason="issue 16 is open: the campaign still finds violations (see the closing note); CHAOS_CI=1 runs it",
-)
 def test_fixed_seed_campaign_is_clean(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "chaos", "--seed", str(SEED), "--trials", str(TRIALS), "--workdir", str(tmp_path)],

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from sparkindex.coordination.records import JobRecord, PartitionSpec
-from sparkindex.coordination.recovery import recover
+from sparkindex.coordination.recovery import NOT_RESUMABLE, recover
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import IllegalTransition, LockLost
@@ -100,6 +100,26 @@ def test_recent_failed_job_is_resumable(store: CoordinationStore) -> None:
     job = job_in(store, J.FAILED)
     decision = recover(store, job, holder_alive=False, max_age_s=MAX_AGE)
     assert decision.resumable and store.job(job.id).status == J.FAILED
+
+
+def test_a_job_recovery_failed_is_never_resumed_later(store: CoordinationStore) -> None:
+    """A plan interrupted before its partitions were complete: failed by recovery, it must not be
+    resumed by the next run as a recent FAILED job (it would finish with partitions missing)."""
+    init = job_in(store, J.INITIALIZING)
+    recover(store, init, holder_alive=False, max_age_s=MAX_AGE)
+    again = recover(store, store.job(init.id), holder_alive=False, max_age_s=MAX_AGE)
+    assert not again.resumable, again
+
+
+@pytest.mark.parametrize("error", [NOT_RESUMABLE + "its catch-up position is gone", "abandoned by reindex --new"])
+def test_a_job_marked_not_resumable_never_blocks_a_run_planned_from_another_config(
+    store: CoordinationStore, error: str
+) -> None:
+    job = store.create_job(["products"], {}, "test", fingerprint="plan-1")
+    store.transition_job(job.id, J.READY)
+    store.transition_job(job.id, J.FAILED, error=error)
+    decision = recover(store, store.job(job.id), holder_alive=False, max_age_s=MAX_AGE, fingerprint="plan-2")
+    assert decision.action == "none" and not decision.resumable, decision
 
 
 def test_recover_refuses_a_job_planned_from_another_config(store: CoordinationStore) -> None:

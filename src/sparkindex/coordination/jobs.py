@@ -116,7 +116,7 @@ class JobRows(StoreBase):
             res = conn.execute(
                 jt.update()
                 .where(jt.c.id == job_id, *self.fence_conditions(fence))
-                .values(updated_at=time.time(), **_encoded(values))
+                .values(**{"updated_at": time.time(), **_encoded(values)})  # a caller's updated_at wins
             )
             if res.rowcount != 1 and fence:
                 self.check_fence(conn, fence, f"job {job_id} update")

@@ -63,8 +63,16 @@ def holder_is_dead(lock: LockRecord) -> bool:
 
 
 #: how the error of a FAILED job that must never be resumed begins (abandoned by ``--new``, its
-#: versions gone, its catch-up's log gone): a rerun starts afresh instead
+#: versions gone, its catch-up's log gone, failed by recovery): a rerun starts afresh instead
 NOT_RESUMABLE = "not resumable: "
+#: how such errors began before they carried the mark
+_UNMARKED = ("abandoned by reindex --new", "its index versions are gone", "recovery: ")
+
+
+def not_resumable(job: JobRecord) -> bool:
+    """Whether *job* was marked never to be resumed (or failed in a way that meant it, before marks)."""
+    error = job.error_message or ""
+    return job.status == JobStatus.FAILED and error.startswith((NOT_RESUMABLE, *_UNMARKED))
 
 
 def decide(
@@ -75,6 +83,8 @@ def decide(
     by nothing else, as before."""
     if job.status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
         return Decision("none", "finished")
+    if not_resumable(job):  # before the age and plan checks: such a job never blocks a run
+        return Decision("none", job.error_message or "", resumable=False)
     if holder_alive:
         return Decision("none", "a live process holds its lock")
     if job.status == JobStatus.INITIALIZING:
@@ -89,8 +99,6 @@ def decide(
             f"job {job.id} was planned from another configuration (plan or mapping changed); "
             "rerun with --new to start afresh",
         )
-    if job.status == JobStatus.FAILED and (job.error_message or "").startswith(NOT_RESUMABLE):
-        return Decision("none", job.error_message or "", resumable=False)
     if job.status == JobStatus.FAILED:
         return Decision("none", "a failed job holds no live work; a rerun resumes it", resumable=True)
     if job.status == JobStatus.STOPPED:
@@ -110,7 +118,8 @@ def recover(
     """Decide, then act; every write fenced by the recovering driver's locks (*fence*)."""
     decision = decide(job, holder_alive, time.time(), max_age_s, fingerprint)
     if decision.action == "fail" and job.status != JobStatus.FAILED:
-        store.transition_job(job.id, JobStatus.FAILED, fence=fence, error=f"recovery: {decision.reason}")
+        # a job recovery fails (its planning interrupted, idle too long) is never resumed
+        store.transition_job(job.id, JobStatus.FAILED, fence=fence, error=f"{NOT_RESUMABLE}recovery: {decision.reason}")
     elif decision.action == "stop":
         store.reset_orphans(job.id, fence=fence)
         store.transition_job(job.id, JobStatus.STOPPED, fence=fence)

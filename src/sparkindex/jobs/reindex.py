@@ -25,7 +25,7 @@ import orjson
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.records import JobRecord, PartitionRecord
-from sparkindex.coordination.recovery import NOT_RESUMABLE, holder_is_dead, holder_name, recover
+from sparkindex.coordination.recovery import NOT_RESUMABLE, holder_is_dead, holder_name, not_resumable, recover
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import ConfigError, LockHeld, LockLost, SparkIndexError
@@ -228,8 +228,11 @@ class ReindexJob:
         """*job* is never to be resumed: FAILED, its error saying so (recovery.NOT_RESUMABLE), its
         catch-up position forgotten."""
         error = NOT_RESUMABLE + reason
-        if job.status == JobStatus.FAILED:
-            store.update_job(job.id, error_message=error, fence=fence)
+        if not_resumable(job):
+            return  # marked already: its error and its age stay as they are
+        if job.status == JobStatus.FAILED:  # the mark, the failure it had, and its age kept
+            error += f" (it had failed: {job.error_message or 'no error recorded'})"
+            store.update_job(job.id, error_message=error[:4000], updated_at=job.updated_at, fence=fence)
         else:
             store.reset_orphans(job.id, fence=fence)
             store.transition_job(job.id, JobStatus.FAILED, error=error, fence=fence)

@@ -92,8 +92,11 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     victim = _driver(run)
     _poll("job partition in progress", run.partitions_running, 30)
     run_before = run.job_run_id()
-    group = os.getpgid(victim.proc.pid)
-    os.killpg(group, signal.SIGSTOP)
+    try:  # the driver may end (its job done) between the poll and the signal
+        group = os.getpgid(victim.proc.pid)
+        os.killpg(group, signal.SIGSTOP)
+    except ProcessLookupError:
+        raise Missed(f"reindex pid {victim.proc.pid} ended before it could be frozen") from None
     victim.frozen = True
     try:
         time.sleep(run.lease_s * 1.5)  # the frozen driver's lease runs out: the fault's own duration

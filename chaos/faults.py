@@ -51,11 +51,23 @@ def _driver(run: TrialRun) -> Run:
     return _poll("reindex driver", lambda: run.live("reindex"), 30)
 
 
+def _phase(run: TrialRun, victim: Run) -> str:
+    """Wait up to 30 s for a partition in progress; a driver still alive without one is planning
+    or finalizing (catch-up, swap), a moment as worth hitting: the fault goes on there."""
+    try:
+        _poll("job partition in progress", run.partitions_running, 30)
+        return "partitions in progress"
+    except Missed:
+        if not victim.alive():
+            raise Missed(f"reindex pid {victim.proc.pid} ended before the fault's moment") from None
+        return "no partition in progress: planning or finalizing"
+
+
 def kill_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     victim = _driver(run)
-    _poll("job partition in progress", run.partitions_running, 30)
+    phase = _phase(run, victim)
     victim.kill()
-    return f"SIGKILL reindex pid {victim.proc.pid} and its group"
+    return f"SIGKILL reindex pid {victim.proc.pid} and its group ({phase})"
 
 
 def kill_sync(run: TrialRun, fault: Fault, rng: random.Random) -> str:
@@ -90,7 +102,7 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     """The driver frozen (a VM paused, a GC pause) past its lock's lease, while another driver
     takes the job over; then it wakes up and must find it is fenced off."""
     victim = _driver(run)
-    _poll("job partition in progress", run.partitions_running, 30)
+    phase = _phase(run, victim)
     run_before = run.job_run_id()
     try:  # the driver may end (its job done) between the poll and the signal
         group = os.getpgid(victim.proc.pid)
@@ -109,7 +121,7 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     finally:
         os.killpg(group, signal.SIGCONT)
         victim.frozen = False
-    return f"SIGSTOP reindex pid {victim.proc.pid} group; {took} (pid {second.proc.pid}); SIGCONT"
+    return f"SIGSTOP reindex pid {victim.proc.pid} group ({phase}); {took} (pid {second.proc.pid}); SIGCONT"
 
 
 def restart_postgres(run: TrialRun, fault: Fault, rng: random.Random) -> str:

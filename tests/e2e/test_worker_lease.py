@@ -99,6 +99,15 @@ class Rig:
         thread.start()
         return thread, result
 
+    def run_a_until_its_bulk_is_held(
+        self, fault_proxy: HttpProxy
+    ) -> tuple[threading.Thread, dict[str, PartitionOutcome]]:
+        """Worker A reads every row and sends them in one bulk, which the network holds."""
+        fault_proxy.hold_next(1, path="_bulk")
+        started = self.run_a()
+        wait_for(lambda: any("_bulk" in path for _, path in fault_proxy.requests), 30, "A's bulk to be held")
+        return started
+
     def b_takes_over(self) -> PartitionOutcome:
         """Worker B's outcome, once it could claim the partition (A's lease ran out)."""
         taken: list[PartitionOutcome] = []
@@ -178,9 +187,7 @@ def test_a_worker_cut_off_from_the_store_writes_nothing_after_its_claim_could_ha
     rig: Rig, osmem_cluster: OsmemCluster, fault_proxy: HttpProxy
 ) -> None:
     # A reads every row ("old") and sends them in one bulk, which the network holds.
-    fault_proxy.hold_next(1, path="_bulk")
-    thread_a, result = rig.run_a()
-    wait_for(lambda: any("_bulk" in path for _, path in fault_proxy.requests), 30, "A's bulk to be held")
+    thread_a, result = rig.run_a_until_its_bulk_is_held(fault_proxy)
 
     # The rows change at the source; A is cut off from the store (not from the target).
     rig.set_body("new")
@@ -218,9 +225,7 @@ def test_a_worker_whose_store_refuses_connections_for_a_moment_renews_again_and_
     connection path raised the driver's own error, which killed it), renews as soon as the store
     is back, and the worker, whose claim never lapsed, finishes the partition."""
     caplog.set_level(logging.WARNING, logger="sparkindex.worker.partition")
-    fault_proxy.hold_next(1, path="_bulk")
-    thread_a, result = rig.run_a()
-    wait_for(lambda: any("_bulk" in path for _, path in fault_proxy.requests), 30, "A's bulk to be held")
+    thread_a, result = rig.run_a_until_its_bulk_is_held(fault_proxy)
 
     cut_at = time.time()
     rig.store_proxy.stop()
@@ -251,9 +256,7 @@ def test_a_worker_that_cannot_record_its_outcome_ends_normally_and_leaves_the_cl
     store is unreachable at that moment. The store's error must not escape the worker on top of
     the target's (a Spark task failing with a traceback): the claim is left to expire, cursor
     kept, and another worker finishes the partition."""
-    fault_proxy.hold_next(1, path="_bulk")
-    thread_a, result = rig.run_a()
-    wait_for(lambda: any("_bulk" in path for _, path in fault_proxy.requests), 30, "A's bulk to be held")
+    thread_a, result = rig.run_a_until_its_bulk_is_held(fault_proxy)
     rig.store_proxy.stop()
     fault_proxy.fail_next(503, count=1000, path="_bulk")
     fault_proxy.state.release.set()  # the held bulk: 502; its retries: 503

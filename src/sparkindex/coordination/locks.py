@@ -27,12 +27,16 @@ class LockManager:
     @rerun_on_conflict
     def get(self, key: str) -> LockRecord | None:
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(self.t).where(self.t.c.lock_key == key)).first()
-        if row is None:
-            return None
-        return LockRecord(
-            row.lock_key, row.job_id, row.holder, row.token, row.acquired_at, row.last_heartbeat, row.expires_at
-        )
+            return self._read(conn, [key]).get(key)
+
+    def _read(self, conn: sa.Connection, keys: Sequence[str]) -> dict[str, LockRecord]:
+        rows = conn.execute(sa.select(self.t).where(self.t.c.lock_key.in_(list(keys))))
+        return {
+            r.lock_key: LockRecord(
+                r.lock_key, r.job_id, r.holder, r.token, r.acquired_at, r.last_heartbeat, r.expires_at
+            )
+            for r in rows
+        }
 
     def acquire(
         self,
@@ -101,18 +105,15 @@ class LockManager:
 
     @rerun_on_conflict
     def unexpired(self, keys: Sequence[str]) -> list[LockRecord]:
-        """The locks among *keys* whose lease has not run out, on the store's clock."""
-        found = [lock for lock in (self.get(k) for k in keys) if lock is not None]
+        """The locks among *keys* whose lease has not run out, on the store's clock (one read)."""
         with self.engine.connect() as conn:
-            now = store_now(conn)
-        return [lock for lock in found if lock.expires_at > now]
+            found, now = self._read(conn, keys), store_now(conn)
+        return [lock for lock in found.values() if lock.expires_at > now]
 
     @rerun_on_conflict
     def check(self, key: str, token: int) -> None:
-        lock = self.get(key)
-        with self.engine.connect() as conn:
-            now = store_now(conn)
-        if lock is None or lock.token != token or lock.expires_at < now:
+        held = {lock.key: lock for lock in self.unexpired([key])}.get(key)
+        if held is None or held.token != token:
             raise LockLost(f"lock {key!r}: token {token} no longer holds it")
 
     @rerun_on_conflict

@@ -7,6 +7,7 @@ faults it injected). Faults run in threads of their own, so they overlap as the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from chaos.trial import Run, TrialRun
 
 VICTIM_WAIT_S = 45.0
+#: drivers a driver fault tries before it counts as missed (each may end before the fault lands)
+DRIVER_ATTEMPTS = 3
 T = TypeVar("T")
 
 
@@ -63,9 +66,22 @@ def _phase(run: TrialRun, victim: Run) -> str:
         return "no partition in progress: planning or finalizing"
 
 
+def _driver_at_its_moment(run: TrialRun) -> tuple[Run, str]:
+    """A live driver at a moment worth hitting. Another fault (kill_driver and stop_driver may pick
+    the same driver) or the job's own end can take the chosen one first: then the next rebuild's
+    driver is the victim, as an operator reindexing again would start one."""
+    ended: list[str] = []
+    for _ in range(DRIVER_ATTEMPTS):
+        victim = _driver(run)
+        try:
+            return victim, _phase(run, victim)
+        except Missed as exc:
+            ended.append(str(exc))
+    raise Missed("; ".join(ended))
+
+
 def kill_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
-    victim = _driver(run)
-    phase = _phase(run, victim)
+    victim, phase = _driver_at_its_moment(run)
     victim.kill()
     return f"SIGKILL reindex pid {victim.proc.pid} and its group ({phase})"
 
@@ -101,14 +117,18 @@ def kill_python_worker(run: TrialRun, fault: Fault, rng: random.Random) -> str:
 def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     """The driver frozen (a VM paused, a GC pause) past its lock's lease, while another driver
     takes the job over; then it wakes up and must find it is fenced off."""
-    victim = _driver(run)
-    phase = _phase(run, victim)
-    run_before = run.job_run_id()
-    try:  # the driver may end (its job done) between the poll and the signal
-        group = os.getpgid(victim.proc.pid)
-        os.killpg(group, signal.SIGSTOP)
-    except ProcessLookupError:
-        raise Missed(f"reindex pid {victim.proc.pid} ended before it could be frozen") from None
+    gone: list[str] = []
+    for _ in range(DRIVER_ATTEMPTS):
+        victim, phase = _driver_at_its_moment(run)
+        run_before = run.job_run_id()
+        try:  # the driver may end (its job done, another fault) between the poll and the signal
+            group = os.getpgid(victim.proc.pid)
+            os.killpg(group, signal.SIGSTOP)
+            break
+        except ProcessLookupError:
+            gone.append(f"reindex pid {victim.proc.pid} ended before it could be frozen")
+    else:
+        raise Missed("; ".join(gone))
     victim.frozen = True
     try:
         time.sleep(run.lease_s * 1.5)  # the frozen driver's lease runs out: the fault's own duration
@@ -119,7 +139,9 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
         except Missed:
             took = "no takeover seen within 90 s (the job may have ended)"
     finally:
-        os.killpg(group, signal.SIGCONT)
+        # a kill_driver that chose this driver before it froze may have killed the group meanwhile
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGCONT)
         victim.frozen = False
     return f"SIGSTOP reindex pid {victim.proc.pid} group ({phase}); {took} (pid {second.proc.pid}); SIGCONT"
 

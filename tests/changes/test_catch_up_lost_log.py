@@ -14,6 +14,7 @@ command.
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,26 @@ def test_a_rebuild_whose_catch_up_lost_its_log_starts_afresh(shop: Shop, cli: Pa
     plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
     result = verify_alias(source, target, plan)
     assert (result.missing, result.extra, result.stale, result.duplicates) == (0, 0, 0, 0), result.samples
+
+
+def test_a_rebuild_recovery_fails_forgets_its_catch_up(shop: Shop, cli: Path, spark: Any) -> None:
+    """A job idle beyond ``job.recovery_max_age_s`` is failed by recovery and never resumed: its
+    catch-up position must go with it, or the change log behind it (a slot's WAL, a binlog
+    position other runs keep) is held for a job that will never read it."""
+    pipeline = shop.pipeline
+    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    source = open_source(pipeline.source_url())
+    catch_up = CatchUp(pipeline, source, CoordinationStore(pipeline.coordination_url()), [ALIAS], lambda: spark)
+    store, job_id, _index, fence = plan_job(pipeline, target, catch_up)
+    assert catch_up.active(job_id)
+    store.locks.release(ALIAS, fence[ALIAS])  # its driver died here, long ago
+    jt = store.t.job
+    with store.engine.begin() as conn:
+        long_ago = time.time() - 2 * pipeline.job.recovery_max_age_s
+        conn.execute(jt.update().where(jt.c.id == job_id).values(updated_at=long_ago))
+
+    _reindex(cli, shop)
+
+    old = store.job(job_id)
+    assert old.status == JobStatus.FAILED and "beyond the recovery age" in (old.error_message or ""), old
+    assert not catch_up.active(job_id), "the failed job's catch-up position is still kept"

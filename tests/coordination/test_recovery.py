@@ -82,6 +82,20 @@ def test_recover_too_old_running_job_fails(store: CoordinationStore) -> None:
     assert store.job(job.id).status == J.FAILED
 
 
+def test_a_job_recovery_fails_leaves_no_partition_claimed(store: CoordinationStore) -> None:
+    """A job failed by recovery is never resumed, so nothing else would ever release its
+    partitions: a PROCESSING row left behind stays claimed by a dead driver for good (and looks,
+    to anyone reading the store, like work in progress)."""
+    job = job_in(store, J.RUNNING)
+    store.add_partitions(job.id, [PartitionSpec("products", i, None, None, 10, 10, 0) for i in range(2)])
+    claimed = store.claim(store.partitions(job.id)[0].id, "dead-exec", "dead-run", 60)
+    assert claimed is not None
+    job = _make_old(store, job.id, 2 * MAX_AGE)
+    assert recover(store, job, holder_alive=False, max_age_s=MAX_AGE).action == "fail"
+    assert store.job(job.id).status == J.FAILED
+    assert [p.status for p in store.partitions(job.id)] == [P.PENDING, P.PENDING]
+
+
 @pytest.mark.parametrize("status", [J.FAILED, J.STOPPED], ids=str)
 def test_recover_too_old_resumable_job_ends_failed_without_error(store: CoordinationStore, status: JobStatus) -> None:
     """An orphan untouched beyond the recovery age ends FAILED (docstring) - including one that

@@ -118,7 +118,9 @@ def recover(
     """Decide, then act; every write fenced by the recovering driver's locks (*fence*)."""
     decision = decide(job, holder_alive, time.time(), max_age_s, fingerprint)
     if decision.action == "fail" and job.status != JobStatus.FAILED:
-        # a job recovery fails (its planning interrupted, idle too long) is never resumed
+        # a job recovery fails (its planning interrupted, idle too long) is never resumed, so
+        # nothing would ever release the partitions its dead driver held
+        store.reset_orphans(job.id, fence=fence)
         store.transition_job(job.id, JobStatus.FAILED, fence=fence, error=f"{NOT_RESUMABLE}recovery: {decision.reason}")
     elif decision.action == "stop":
         store.reset_orphans(job.id, fence=fence)

@@ -193,7 +193,10 @@ class ReindexJob:
             if decision.action == "refuse":
                 raise ConfigError(f"{p.origin}: {decision.reason}")
             current = store.job(old.id)
-            if not decision.resumable or current.status not in RESUMABLE_JOB_STATES:
+            if not decision.resumable:
+                self._abandon(store, current, decision.reason, fence)  # failed by recovery just now, or before
+                continue
+            if current.status not in RESUMABLE_JOB_STATES:
                 continue
             if not all(target.version_exists(ix) for ix in current.targets.values()):
                 self._abandon(store, current, "its index versions are gone; starting afresh", fence)
@@ -228,14 +231,14 @@ class ReindexJob:
         """*job* is never to be resumed: FAILED, its error saying so (recovery.NOT_RESUMABLE), its
         catch-up position forgotten."""
         error = NOT_RESUMABLE + reason
-        if not_resumable(job):
-            return  # marked already: its error and its age stay as they are
-        if job.status == JobStatus.FAILED:  # the mark, the failure it had, and its age kept
+        # its partitions go back even when it is marked already (a driver died between the mark
+        # and this): we hold every alias lock, so whoever held them is gone
+        store.reset_orphans(job.id, fence=fence)
+        if job.status != JobStatus.FAILED:
+            store.transition_job(job.id, JobStatus.FAILED, error=error, fence=fence)
+        elif not not_resumable(job):  # the mark, the failure it had, and its age kept
             error += f" (it had failed: {job.error_message or 'no error recorded'})"
             store.update_job(job.id, error_message=error[:4000], updated_at=job.updated_at, fence=fence)
-        else:
-            store.reset_orphans(job.id, fence=fence)
-            store.transition_job(job.id, JobStatus.FAILED, error=error, fence=fence)
         if self.catch_up is not None:
             self.catch_up.abandon(job.id)
 

@@ -13,10 +13,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-from chaos.campaign import Campaign
+from chaos.campaign import OUTCOMES, Campaign, tally_faults
 from chaos.plan import plan_trial
 from chaos.trial import TrialRun
 
@@ -37,30 +38,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparkindex-chaos-"))
     started = time.monotonic()
-    clean = injected = 0
-    by_kind: dict[str, int] = {}
-    combos: set[str] = set()
+    results: list[dict[str, Any]] = []
     with Campaign(workdir) as campaign:
         for i in trials:
             plan = plan_trial(args.seed, i)
             result = TrialRun(plan, campaign).execute()
-            injected += sum(1 for f in result["faults"] if f.get("injected"))
-            combos.add(f"{result['source']}/{result['target']}/{result['master']}")
-            for f in result["faults"]:
-                by_kind[f["kind"]] = by_kind.get(f["kind"], 0) + bool(f.get("injected"))
-            clean += bool(result["ok"])
+            results.append(result)
             print(orjson.dumps(result).decode(), flush=True)
             if not result["ok"]:
-                print(f"replay: {plan.replay()}  (logs: {workdir / f'trial-{i:03d}'})", file=sys.stderr, flush=True)
+                print(f"replay: {result['replay']}  (logs: {workdir / f'trial-{i:03d}'})", file=sys.stderr, flush=True)
+    clean = sum(1 for r in results if r["ok"])
+    by_kind = tally_faults(results)
     summary = {
         "bench": "chaos",
         "seed": args.seed,
         "trials": len(trials),
         "clean": clean,
-        "faults_injected": injected,
-        #: injected per kind (0: planned, never landed)
-        "faults_by_kind": dict(sorted(by_kind.items())),
-        "combinations": sorted(combos),  # source/target/master
+        # faults_injected, faults_missed, faults_errored: each fault is counted in exactly one
+        **{f"faults_{outcome}": sum(c[outcome] for c in by_kind.values()) for outcome in OUTCOMES},
+        #: per kind: {"injected", "missed", "errored"}
+        "faults_by_kind": by_kind,
+        "combinations": sorted({f"{r['source']}/{r['target']}/{r['master']}" for r in results}),
         "seconds": round(time.monotonic() - started, 1),
         "workdir": str(workdir),
     }

@@ -17,6 +17,9 @@ from typing import Any
 
 from chaos.servers import MariaDbServer, PgServer
 
+#: what became of a planned fault: it landed, it found no victim in time, or its tool broke
+OUTCOMES = ("injected", "missed", "errored")
+
 #: the cluster gives each application this many cores, and has a core for each application a
 #: trial runs at once (a sync, a rebuild, a driver frozen by SIGSTOP that still holds its executors,
 #: the driver that took over from it): a standalone master gives an application that asks later
@@ -30,6 +33,25 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def fault_outcome(record: dict[str, Any]) -> str:
+    """One of :data:`OUTCOMES` for a trial's fault record (:meth:`chaos.trial.TrialRun._fire`)."""
+    if record.get("error"):
+        return "errored"
+    return "injected" if record.get("injected") else "missed"
+
+
+def tally_faults(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per fault kind, how many were injected, missed and errored over the trials' results. Kept
+    apart so the summary cannot pass a broken tool, or a fault without a victim, off as one that
+    landed: "every kind injected at least 3 times" is read from the ``injected`` column alone."""
+    by_kind: dict[str, dict[str, int]] = {}
+    for result in results:
+        for record in result["faults"]:
+            counts = by_kind.setdefault(record["kind"], dict.fromkeys(OUTCOMES, 0))
+            counts[fault_outcome(record)] += 1
+    return dict(sorted(by_kind.items()))
 
 
 class Campaign:

@@ -1,8 +1,10 @@
 """The fault kinds (:data:`chaos.plan.KINDS`), each a function of the running trial.
 
 A fault waits for its victim when it has one (a reindex driver, a Python worker running a task),
-injects, and says what it did; "missed" when no victim appeared in time (the campaign counts only
-faults it injected). Faults run in threads of their own, so they overlap as the seed placed them.
+injects, and says what it did; "missed" when no victim appeared in time, or when the signal found
+its victim gone (the campaign counts only faults it injected: a fault that did not land must never
+be counted as one that did). Faults run in threads of their own, so they overlap as the seed placed
+them; every wait of theirs ends early when the trial's window closes (``run.stopping``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 VICTIM_WAIT_S = 45.0
 #: drivers a driver fault tries before it counts as missed (each may end before the fault lands)
 DRIVER_ATTEMPTS = 3
+TAKEOVER_WAIT_S = 90.0  # how long a frozen driver's fault waits for another run to take its job over
 T = TypeVar("T")
 
 
@@ -36,13 +39,16 @@ def inject(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     return FAULTS[fault.kind](run, fault, rng)
 
 
-def _poll(what: str, probe: Callable[[], T | None], timeout: float = VICTIM_WAIT_S) -> T:
+def _poll(run: TrialRun, what: str, probe: Callable[[], T | None], timeout: float = VICTIM_WAIT_S) -> T:
+    """*probe*'s first truthy answer; :class:`Missed` after *timeout*, or at once when the window
+    closes (a fault still waiting then would land during the finish, unrecorded by its moment)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = probe()
         if found:
             return found
-        time.sleep(0.2)  # polling a condition with a deadline
+        if run.stopping.wait(0.2):  # the polling pace, cut short when the window closes
+            raise Missed(f"the window closed while waiting for a {what}")
     raise Missed(f"no {what} within {timeout:.0f} s")
 
 
@@ -51,19 +57,24 @@ def _driver(run: TrialRun) -> Run:
     found = run.live("reindex")
     if found is None:
         run.ensure_rebuild()
-    return _poll("reindex driver", lambda: run.live("reindex"), 30)
+    return _poll(run, "reindex driver", lambda: run.live("reindex"), 30)
 
 
 def _phase(run: TrialRun, victim: Run) -> str:
     """Wait up to 30 s for a partition in progress; a driver still alive without one is planning
-    or finalizing (catch-up, swap), a moment as worth hitting: the fault goes on there."""
+    or finalizing (catch-up, swap), a moment as worth hitting: the fault goes on there. The victim
+    is checked on both paths: the partitions seen may be another driver's, and a victim that died
+    while we waited would otherwise be "hit" after its own crash, which the kill would then mask."""
     try:
-        _poll("job partition in progress", run.partitions_running, 30)
-        return "partitions in progress"
+        _poll(run, "job partition in progress", run.partitions_running, 30)
+        phase = "partitions in progress"
     except Missed:
-        if not victim.alive():
-            raise Missed(f"reindex pid {victim.proc.pid} ended before the fault's moment") from None
-        return "no partition in progress: planning or finalizing"
+        if run.stopping.is_set():
+            raise
+        phase = "no partition in progress: planning or finalizing"
+    if not victim.alive():
+        raise Missed(f"reindex pid {victim.proc.pid} ended before the fault's moment")
+    return phase
 
 
 def _driver_at_its_moment(run: TrialRun) -> tuple[Run, str]:
@@ -77,28 +88,49 @@ def _driver_at_its_moment(run: TrialRun) -> tuple[Run, str]:
             return victim, _phase(run, victim)
         except Missed as exc:
             ended.append(str(exc))
+            if run.stopping.is_set():
+                break
     raise Missed("; ".join(ended))
 
 
 def kill_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
+    """A driver that ended between the moment and the signal is a miss, never a hit: marked killed,
+    its own exit (a crash, a traceback) would escape :func:`chaos.invariants.documented_exits`."""
     victim, phase = _driver_at_its_moment(run)
-    victim.kill()
+    if not victim.kill():
+        raise Missed(f"reindex pid {victim.proc.pid} ended before the signal (exit {victim.proc.returncode})")
     return f"SIGKILL reindex pid {victim.proc.pid} and its group ({phase})"
 
 
 def kill_sync(run: TrialRun, fault: Fault, rng: random.Random) -> str:
-    victim = _poll("sync process", lambda: run.live("sync"))
-    victim.kill()
+    """As :func:`kill_driver`: a sync that ended on its own is not one the fault killed."""
+    victim = _poll(run, "sync process", lambda: run.live("sync"))
+    if not victim.kill():
+        raise Missed(f"sync pid {victim.proc.pid} ended before the signal (exit {victim.proc.returncode})")
     return f"SIGKILL sync pid {victim.proc.pid} and its group"
+
+
+#: victim lists a process fault reads before it counts as missed (a victim may vanish meanwhile)
+PROCESS_ATTEMPTS = 2
+
+
+def _kill_one(run: TrialRun, what: str, find: Callable[[], list[int]], choose: Callable[[list[int]], int]) -> int:
+    """SIGKILL one of *find*'s processes; a victim gone before the signal (its task ended, another
+    fault took its executor) sends the fault back to a fresh list once, then it is missed."""
+    gone: list[str] = []
+    for _ in range(PROCESS_ATTEMPTS):
+        pid = choose(sorted(_poll(run, what, find)))
+        if procs.signal_pid(pid, signal.SIGKILL):
+            return pid
+        gone.append(f"{what} pid {pid} was gone before the signal")
+    raise Missed("; ".join(gone))
 
 
 def kill_executor(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     def executors() -> list[int]:
         return [j.pid for j in procs.spark_jvms() if j.role == "executor" and run.ours(j.pid)]
 
-    pids = _poll("executor JVM", executors)
-    pid = rng.choice(sorted(pids))
-    procs.signal_pid(pid, signal.SIGKILL)
+    pid = _kill_one(run, "executor JVM", executors, rng.choice)
     return f"SIGKILL executor JVM pid {pid}"
 
 
@@ -108,42 +140,62 @@ def kill_python_worker(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     def workers() -> list[int]:
         return [pid for pid in procs.python_workers() if run.ours(pid)]
 
-    pids = _poll("Python worker", workers)
-    pid = sorted(pids)[0 if fault.params.get("victim") == "first" else -1]
-    procs.signal_pid(pid, signal.SIGKILL)
+    index = 0 if fault.params.get("victim") == "first" else -1
+    pid = _kill_one(run, "Python worker", workers, lambda pids: pids[index])
     return f"SIGKILL Python worker pid {pid}"
 
 
 def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     """The driver frozen (a VM paused, a GC pause) past its lock's lease, while another driver
-    takes the job over; then it wakes up and must find it is fenced off."""
+    takes the job over; then it wakes up and must find it is fenced off.
+
+    The fault is this whole story, so it counts as injected only when a takeover by another run
+    was seen: a freeze that nobody took over from proves nothing about fencing. The victim's run
+    id is read before the freeze (without it no takeover could be told apart), and the group is
+    signalled by the victim's own pid (``start_new_session``: the group id is the pid), checked
+    alive first, rather than looked up from a pid that may be gone."""
     gone: list[str] = []
     for _ in range(DRIVER_ATTEMPTS):
         victim, phase = _driver_at_its_moment(run)
         run_before = run.job_run_id()
-        try:  # the driver may end (its job done, another fault) between the poll and the signal
-            group = os.getpgid(victim.proc.pid)
-            os.killpg(group, signal.SIGSTOP)
+        if run_before is None:  # no job running, or the store out of reach (another fault)
+            gone.append(f"the run id of reindex pid {victim.proc.pid} could not be read before freezing it")
+            continue
+        if not victim.alive():
+            gone.append(f"reindex pid {victim.proc.pid} ended before it could be frozen")
+            continue
+        try:  # the driver may still end (its job done, another fault) between the check and the signal
+            os.killpg(victim.proc.pid, signal.SIGSTOP)
             break
         except ProcessLookupError:
             gone.append(f"reindex pid {victim.proc.pid} ended before it could be frozen")
     else:
         raise Missed("; ".join(gone))
     victim.frozen = True
+
+    def taken_over() -> str | None:
+        now = run.job_run_id()
+        return now if now not in (None, run_before) else None
+
+    took: str | None = None
+    second: Run | None = None
     try:
-        time.sleep(run.lease_s * 1.5)  # the frozen driver's lease runs out: the fault's own duration
-        second = run.start_reindex()
-        try:
-            _poll("takeover by the second driver", lambda: run.job_run_id() not in (None, run_before), 90)
-            took = "another driver took the job over"
-        except Missed:
-            took = "no takeover seen within 90 s (the job may have ended)"
+        # the frozen driver's lease runs out: the fault's own duration (cut short if the window closes)
+        if not run.stopping.wait(run.lease_s * 1.5):
+            second = run.start_reindex()
+            with contextlib.suppress(Missed):  # told below, once the victim runs again
+                took = _poll(run, "takeover by the second driver", taken_over, TAKEOVER_WAIT_S)
     finally:
         # a kill_driver that chose this driver before it froze may have killed the group meanwhile
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGCONT)
+            os.killpg(victim.proc.pid, signal.SIGCONT)
         victim.frozen = False
-    return f"SIGSTOP reindex pid {victim.proc.pid} group ({phase}); {took} (pid {second.proc.pid}); SIGCONT"
+    what = f"SIGSTOP reindex pid {victim.proc.pid} group ({phase})"
+    if took is None:
+        started = "no second driver started (the window closed)" if second is None else f"pid {second.proc.pid}"
+        raise Missed(f"{what}; no takeover of run {run_before} seen ({started}); SIGCONT")
+    assert second is not None
+    return f"{what}; run {took} took the job over from run {run_before} (pid {second.proc.pid}); SIGCONT"
 
 
 def restart_postgres(run: TrialRun, fault: Fault, rng: random.Random) -> str:
@@ -183,7 +235,7 @@ def target_errors(run: TrialRun, fault: Fault, rng: random.Random) -> str:
 
 
 def drop_slot(run: TrialRun, fault: Fault, rng: random.Random) -> str:
-    slots = _poll("replication slot", lambda: run.pg.slots(run.source_db))
+    slots = _poll(run, "replication slot", lambda: run.pg.slots(run.source_db))
     name = rng.choice(sorted(s[0] for s in slots))
     run.pg.drop_slot(name)
     return f"slot {name} dropped by hand"
@@ -199,11 +251,13 @@ def fill_disk(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     assert run.disk is not None
     seconds = float(fault.params["seconds"])
     run.disk.fill()
+    started = time.monotonic()
     try:
-        time.sleep(seconds)  # how long the disk stays full: the fault's own duration
+        run.stopping.wait(seconds)  # how long the disk stays full: the fault's own duration
     finally:
         run.disk.free()
-    return f"Tantivy disk full for {seconds} s"
+    # the real duration: a window that closed meanwhile cut it short
+    return f"Tantivy disk full for {time.monotonic() - started:.1f} s (planned {seconds} s)"
 
 
 def clock_jump(run: TrialRun, fault: Fault, rng: random.Random) -> str:

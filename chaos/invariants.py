@@ -9,6 +9,9 @@
 5. no dead letters: the workload makes no row unbuildable;
 6. every process ended with a documented exit code (0, 1, 3; 2 means a bad config, and the
    campaign's is good) and printed no Python traceback, unless the campaign killed it.
+
+And one about the trial itself: the writer committed throughout, or nothing above was tested
+under changes (:func:`writer_wrote`).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ def check(run: TrialRun) -> list[str]:
         ("leftovers", nothing_left_behind),
         ("dead letters", no_dead_letters),
         ("exits", documented_exits),
+        ("writer", writer_wrote),
     ):
         try:
             violations += fn(run)
@@ -234,4 +238,18 @@ def documented_exits(run: TrialRun) -> list[str]:
         if TRACEBACK in err:
             at = err.index(TRACEBACK)
             out.append(f"{r.role} pid {r.proc.pid} printed a traceback: {err[at : at + 1200]}")
+    return out
+
+
+def writer_wrote(run: TrialRun) -> list[str]:
+    """The writer lived through the window and committed: a trial without changes proves nothing
+    about the sync or the catch-up, whatever the other invariants say."""
+    writer = run.writer
+    out = []
+    if writer.failure is not None:
+        out.append(f"the writer died: {writer.failure} (after {writer.committed} commits)")
+    if writer.is_alive():
+        out.append("the writer did not stop when told to")
+    if writer.committed == 0:
+        out.append(f"the writer committed nothing ({writer.errors} errors)")
     return out

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from chaos.disk import SmallDisk
 from chaos.netcut import NetCut
 from chaos.plan import TrialPlan
 from chaos.workload import Writer, create_shop
+from sparkindex.coordination.base import store_now
 
 if TYPE_CHECKING:
     from chaos.campaign import Campaign
@@ -48,6 +50,8 @@ log = logging.getLogger("chaos.trial")
 
 LEASE_S = 8.0  # job.lock_ttl_s and job.claim_timeout_s of a trial's pipeline
 WINDOW_LIMIT_S = 900.0  # a window longer than this is a violation: something hangs
+FAULT_JOIN_S = 120.0  # how long fault threads get to end once told the window closed
+HEAL_WAIT_S = 60.0  # how long the finish waits for a network cut still under way to heal
 REBUILD_RUNS = 8  # reruns of an unfinished rebuild before the trial calls it stuck
 
 PIPELINE = """\
@@ -105,11 +109,19 @@ class Run:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def kill(self) -> None:
-        self.killed = True
+    def kill(self) -> bool:
+        """SIGKILL the process's group; whether it hit. Only a hit marks the run killed: a run that
+        had already ended (a crash, a traceback) keeps its own exit for the invariants to judge,
+        and is not signalled (its pid, reaped, may belong to another process by now). A process
+        that ended on its own between the check and the signal exits with its own code, not -9,
+        and is no hit either."""
+        if self.proc.poll() is not None:
+            return False
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=60)
+        self.killed = self.proc.returncode == -signal.SIGKILL
+        return self.killed
 
     def describe(self) -> dict[str, Any]:
         return {"role": self.role, "pid": self.proc.pid, "exit": self.proc.returncode, "killed": self.killed}
@@ -141,6 +153,8 @@ class TrialRun:
         self.rebuild_done = False
         self.rebuild_runs = 0
         self.finishing = False
+        #: set when the window closes: every wait of a fault thread ends early (chaos.faults)
+        self.stopping = threading.Event()
         self.setup_error: str | None = None
         self.injected: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -256,10 +270,19 @@ class TrialRun:
             engine.dispose()
 
     def partitions_running(self) -> bool:
+        """Whether a partition is in progress: PROCESSING with a lease not yet expired, judged as
+        claims judge it (``claim_timeout_s`` on the store's clock). The stale claims a killed or
+        frozen driver leaves behind stay PROCESSING until reclaimed, and are no moment to hit."""
         engine = self._store()
         try:
             with engine.connect() as conn:
-                n = conn.execute(sa.text("SELECT count(*) FROM si_partition WHERE status = 'PROCESSING'")).scalar()
+                n = conn.execute(
+                    sa.text(
+                        "SELECT count(*) FROM si_partition WHERE status = 'PROCESSING' "
+                        "AND coalesce(last_heartbeat, 0) >= :since"
+                    ),
+                    {"since": store_now(conn) - self.lease_s},
+                ).scalar()
             return bool(n)
         except sa.exc.DBAPIError:
             return False
@@ -273,7 +296,10 @@ class TrialRun:
         self.start_sync()
         self.start_reindex()
         started = time.monotonic()
-        threads = [threading.Thread(target=self._fire, args=(f, started), daemon=True) for f in self.plan.faults]
+        threads = [
+            threading.Thread(target=self._fire, args=(f, started), name=f"fault-{f.kind}@{f.at_s}", daemon=True)
+            for f in self.plan.faults
+        ]
         for t in threads:
             t.start()
         while True:
@@ -284,12 +310,41 @@ class TrialRun:
                 self.notes.append(f"window still open after {WINDOW_LIMIT_S:.0f} s")
                 break
             time.sleep(0.5)  # the supervisor's polling pace
+        self.close_window(threads)
+
+    def close_window(self, threads: list[threading.Thread]) -> None:
+        """No fault may still act, nor a cut still hold, once the finish starts: the finish and
+        the invariants would be judged under a fault no record places there. Fault threads are
+        told to stop (their waits end) and joined; then a cut under way is waited out."""
+        self.stopping.set()
+        deadline = time.monotonic() + FAULT_JOIN_S
+        for t in threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        stuck = [t.name for t in threads if t.is_alive()]
+        if stuck:
+            self.notes.append(f"fault threads still running {FAULT_JOIN_S:.0f} s after the window closed: {stuck}")
+        self.await_healed()
+
+    def await_healed(self, limit: float = HEAL_WAIT_S) -> None:
+        """Wait (bounded) until no network cut is in force; past *limit*, heal them and say so."""
+        cuts = [c for c in (self.store_cut, self.target_cut) if c is not None]
+        deadline = time.monotonic() + limit
+        while any(c.cutting for c in cuts):
+            if time.monotonic() > deadline:
+                self.notes.append(f"a network cut still held {limit:.0f} s after the faults ended: healed by force")
+                for c in cuts:
+                    c.heal()
+                return
+            time.sleep(0.2)  # polling the cuts' own deadlines, bounded above
 
     def _fire(self, fault: faults.Fault, started: float) -> None:
-        delay = started + fault.at_s - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)  # the fault's moment, chosen by the seed
         record: dict[str, Any] = {"kind": fault.kind, "at_s": fault.at_s}
+        delay = started + fault.at_s - time.monotonic()
+        if delay > 0 and self.stopping.wait(delay):  # the fault's moment, chosen by the seed
+            record.update(injected=False, missed="the window closed before the fault's moment")
+            with self.lock:
+                self.injected.append(record)
+            return
         try:
             record["did"] = faults.inject(self, fault, random.Random(f"{self.plan.seed}:{fault.kind}"))
             record["injected"] = True
@@ -341,30 +396,41 @@ class TrialRun:
             self.notes.append(f"sync --until-caught-up #{attempt + 1} exited {final.proc.returncode}")
 
     def cleanup(self) -> None:
+        """Every step runs whatever the others did (a failed unmount must not leave the databases
+        behind for the next trial); each failure goes into the notes."""
         from chaos import procs
 
-        for r in self.runs:
-            if r.alive():
-                r.kill()
-        # what outlives its starter on purpose (Tantivy writer services) goes with the trial
-        for pid in procs.find(lambda args: any(str(self.dir) in a for a in args)):
-            procs.signal_pid(pid, signal.SIGKILL)
-        for closer in (self.store_cut.close, getattr(self.target_cut, "close", None)):
-            if closer is not None:
-                with contextlib.suppress(Exception):
-                    closer()
+        self.stopping.set()  # a window the harness broke out of left its fault threads waiting
+
+        def leftovers() -> None:
+            # what outlives its starter on purpose (Tantivy writer services) goes with the trial
+            for pid in procs.find(lambda args: any(str(self.dir) in a for a in args)):
+                procs.signal_pid(pid, signal.SIGKILL)
+
+        steps: list[tuple[str, Callable[[], object]]] = [
+            (f"killing {r.role} pid {r.proc.pid}", r.kill) for r in self.runs if r.alive()
+        ]
+        steps.append(("killing the trial's leftover processes", leftovers))
+        steps += [("closing the store's cut", self.store_cut.close)]
+        if self.target_cut is not None:
+            steps.append(("closing the target's cut", self.target_cut.close))
         if self.http_proxy is not None:
-            self.http_proxy.close()
+            steps.append(("closing the HTTP fault proxy", self.http_proxy.close))
         if self.osmem_clone is not None:
-            self.campaign.drop_osmem_clone(self.osmem_clone)
+            clone = self.osmem_clone
+            steps.append(("dropping the osmem clone", lambda: self.campaign.drop_osmem_clone(clone)))
         if self.disk is not None:
-            self.disk.unmount()
+            steps.append(("unmounting the small disk", self.disk.unmount))
         if self.clock is not None:
-            self.clock.close()
-        with contextlib.suppress(Exception):
-            self.source_server.drop_database(self.source_db)
-        with contextlib.suppress(Exception):
-            self.pg.drop_database(self.store_db)
+            steps.append(("closing the fake clock", self.clock.close))
+        steps.append((f"dropping {self.source_db}", lambda: self.source_server.drop_database(self.source_db)))
+        steps.append((f"dropping {self.store_db}", lambda: self.pg.drop_database(self.store_db)))
+        for what, step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - reported in the notes; the next step still runs
+                log.warning("trial %d: cleanup: %s failed: %s", self.plan.trial, what, exc)
+                self.notes.append(f"cleanup: {what} failed: {type(exc).__name__}: {exc}")
 
     # -- the whole trial ---------------------------------------------------------------------
     def execute(self) -> dict[str, Any]:
@@ -384,26 +450,36 @@ class TrialRun:
                     log.exception("trial %d: the harness failed", self.plan.trial)
                     violations.append(f"harness: {type(exc).__name__}: {exc}")
         finally:
+            with self.lock:  # a fault thread stuck past the window may still append
+                fired = sorted(self.injected, key=lambda f: f["at_s"])
+            violations += fault_errors(fired)
             result = {
                 "trial": self.plan.trial,
                 "seed": self.plan.seed,
-                "faults": sorted(self.injected, key=lambda f: f["at_s"]),
+                "replay": self.plan.replay(),
+                "faults": fired,
                 "source": self.plan.source,
                 "target": self.plan.target,
                 "master": self.plan.master,
                 "ok": not violations,
                 "violations": violations,
                 "notes": self.notes,
-                "writer": {"committed": getattr(self, "writer", None) and self.writer.committed},
+                "writer": self.writer.describe() if hasattr(self, "writer") else None,
                 "seconds": round(time.monotonic() - started, 1),
             }
-            (self.dir / "result.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
             try:
                 self.cleanup()
             except Exception as exc:  # reported with the trial; the next one starts afresh
                 log.exception("trial %d: cleanup failed", self.plan.trial)
                 result["notes"].append(f"cleanup failed: {type(exc).__name__}: {exc}")
+            (self.dir / "result.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
         return result
+
+
+def fault_errors(fired: list[dict[str, Any]]) -> list[str]:
+    """A fault tool that broke is a trial that did not run as planned: its fault neither landed nor
+    was missed for want of a victim, so the trial cannot count as a clean one under that fault."""
+    return [f"fault {f['kind']} at {f['at_s']}s: harness error {f['error']}" for f in fired if f.get("error")]
 
 
 def _tail(run: Run, chars: int = 1500) -> str:

@@ -135,7 +135,11 @@ def _review_row(rng: random.Random, review_id: int, key: tuple[str, str]) -> dic
 class Writer(threading.Thread):
     """Commits inserts, updates (fan-out renames among them) and deletes at about *rate* per
     second until stopped. Errors (a server restarting under it) are counted and the writer goes
-    on with a new connection: an application does not stop because its database blinked."""
+    on with a new connection: an application does not stop because its database blinked.
+
+    Any other exception ends the writer and is kept in :attr:`failure`: a trial whose writer died
+    early, or never committed, tested its sync and catch-up against no changes at all, and
+    :func:`chaos.invariants.writer_wrote` says so rather than let it pass as clean."""
 
     def __init__(self, url: str, state: ShopState, rng: random.Random, rate: float = 12.0) -> None:
         super().__init__(name="chaos-writer", daemon=True)
@@ -143,6 +147,8 @@ class Writer(threading.Thread):
         self.state, self.rng, self.rate = state, rng, rate
         self.committed = 0
         self.errors = 0
+        #: what ended the writer before it was stopped ("TypeError: ..."), None while it went on
+        self.failure: str | None = None
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
@@ -170,6 +176,13 @@ class Writer(threading.Thread):
             except sa.exc.DBAPIError as exc:
                 self.errors += 1
                 log.info("writer: %s failed (%s); going on", op.__name__, str(exc).splitlines()[0][:200])
+            except Exception as exc:  # kept for the invariants (writer_wrote): the writer is dead
+                log.exception("writer: %s raised; the writer stops", op.__name__)
+                self.failure = f"{op.__name__}: {type(exc).__name__}: {exc}"
+                return
+
+    def describe(self) -> dict[str, object]:
+        return {"committed": self.committed, "errors": self.errors, "failure": self.failure}
 
     # -- operations --------------------------------------------------------------------------
     def _product(self) -> tuple[str, str] | None:

@@ -21,14 +21,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
+from sqlalchemy.exc import DBAPIError
 
+from sparkindex.changes.sync_errors import brief
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.records import JobRecord, PartitionRecord
 from sparkindex.coordination.recovery import NOT_RESUMABLE, holder_is_dead, holder_name, not_resumable, recover
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.errors import ConfigError, LockHeld, LockLost, SparkIndexError
+from sparkindex.errors import ConfigError, LockHeld, LockLost, SparkIndexError, TransientError
 from sparkindex.jobs.finalize import finalize_job
 from sparkindex.jobs.fingerprint import plan_fingerprint
 from sparkindex.jobs.head_start import HeadStart
@@ -95,6 +97,15 @@ class ReindexJob:
 
     # -- the whole job -----------------------------------------------------------------------------
     def run(self) -> ReindexSummary:
+        """The whole job; a database that stops answering ends it as a transient failure (exit 3:
+        a rerun resumes), said in one line rather than as the driver's traceback."""
+        try:
+            return self._run()
+        except DBAPIError as exc:
+            stopped = "a database did not answer, so the job stopped (rerun to resume)"
+            raise TransientError(f"{stopped}: {brief(exc)}") from exc
+
+    def _run(self) -> ReindexSummary:
         started = time.monotonic()
         p = self.pipeline
         check_store_reachable_by_executors(p)
@@ -133,7 +144,10 @@ class ReindexJob:
         finally:
             keeper.stop()
             for alias, token in tokens.items():
-                store.locks.release(alias, token)
+                try:
+                    store.locks.release(alias, token)
+                except DBAPIError as exc:  # the lock expires after its TTL; the error above stands
+                    log.warning("could not release the lock of %s (it expires): %s", alias, brief(exc))
         return self._summary(store, source, target, job, plans, time.monotonic() - started)
 
     def _catch_up(self, source: Any, store: CoordinationStore) -> Any:
@@ -323,7 +337,10 @@ class ReindexJob:
             # partition first): what they left PROCESSING (a task that Spark gave up on) is
             # released for the next pass instead of waiting for a lease timeout.
             self._join_head_start()
-            store.reset_run(job_id, self.run_id, fence)
+            try:
+                store.reset_run(job_id, self.run_id, fence)
+            except DBAPIError as exc:  # the store is down: the claims expire and are reclaimed
+                log.warning("could not hand back this run's partitions (their leases expire): %s", brief(exc))
 
     def _wait_for_reopened(self, store: CoordinationStore, job_id: str) -> None:
         """When only parked (CLOSED) partitions remain, wait until the first may be reopened."""
@@ -347,6 +364,8 @@ class ReindexJob:
         except SparkIndexError as inner:
             # LockLost included: the job belongs to another driver now; leave it to that one.
             log.error("could not record the failure of job %s: %s", job_id, inner)
+        except DBAPIError as inner:  # the store is down: a rerun's recovery finds the job orphaned
+            log.error("could not record the failure of job %s: the store did not answer: %s", job_id, brief(inner))
 
     def _summary(
         self,

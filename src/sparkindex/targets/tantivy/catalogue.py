@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from sparkindex.errors import LockLost
+from sparkindex.errors import LockLost, TransientError
 
 
 class AliasCatalogue:
@@ -52,10 +52,14 @@ class AliasCatalogue:
 
     def _write(self, data: dict[str, Any]) -> None:
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:  # a full or read-only disk: the old catalogue stands, a rerun retries
+            tmp.unlink(missing_ok=True)
+            raise TransientError(f"tantivy alias catalogue {self.path}: {exc.strerror or exc}") from exc
 
     def observe_fence(self, alias: str, fence: int) -> None:
         """Remember the newest fencing token granted for *alias*; older ones can no longer swap."""

@@ -32,8 +32,9 @@ from typing import Any
 import orjson
 import tantivy
 
-from sparkindex.errors import DocumentError
+from sparkindex.errors import DocumentError, TransientError
 from sparkindex.targets.base import BulkItem, BulkItemResult, Stage
+from sparkindex.targets.tantivy.errors import writer_failed
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
 
 log = logging.getLogger(__name__)
@@ -56,11 +57,15 @@ class TantivyStage(Stage):
         self.path = root / "open" / name
         self.sealed_path = root / "sealed" / name
         shutil.rmtree(self.path, ignore_errors=True)  # a claim token is never reused; this is debris
-        self.path.mkdir(parents=True)
-        (root / "sealed").mkdir(exist_ok=True)
         schema, self.plan = build_schema(mapping)
-        self.index = tantivy.Index(schema, path=str(self.path), reuse=False)
-        self.writer: Any = self.index.writer(heap_mb * 1024 * 1024, 1)
+        try:
+            self.path.mkdir(parents=True)
+            (root / "sealed").mkdir(exist_ok=True)
+            self.index = tantivy.Index(schema, path=str(self.path), reuse=False)
+            self.writer: Any = self.index.writer(heap_mb * 1024 * 1024, 1)
+        except (ValueError, OSError) as exc:  # a full disk: the partition waits for room, parked
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise TransientError(f"tantivy stage {name}: cannot be opened under {root}: {exc}") from exc
         self.documents = 0
 
     def add(self, items: Sequence[BulkItem]) -> list[BulkItemResult]:
@@ -74,14 +79,20 @@ class TantivyStage(Stage):
             except DocumentError as exc:
                 rejected.append(BulkItemResult(item.id, False, exc.reason, exc.error_class))
                 continue
-            except ValueError as exc:  # the document does not fit the mapping: permanent
+            except ValueError as exc:
+                if writer_failed(exc):  # the writer is dead: every later document would "fail" too
+                    raise TransientError(f"tantivy stage {self.path.name}: its writer failed: {exc}") from exc
+                # the document does not fit the mapping: permanent
                 rejected.append(BulkItemResult(item.id, False, str(exc), "MappingRejected"))
                 continue
             self.documents += 1
         return rejected
 
     def seal(self) -> None:
-        self.writer.commit()
+        try:
+            self.writer.commit()
+        except (ValueError, OSError) as exc:  # a full disk, a dead writer: the stage is never sealed
+            raise TransientError(f"tantivy stage {self.path.name}: its commit failed: {exc}") from exc
         self.writer.wait_merging_threads()  # consumes the writer; the stage is read-only now
         self.writer = None
         os.rename(self.path, self.sealed_path)

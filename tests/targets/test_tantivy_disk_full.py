@@ -1,0 +1,105 @@
+"""Tantivy on a full disk: what fails is the disk, never the documents (found by the chaos
+campaign, seed 1 trial 6: a disk filled under the index killed a stage's writer, and every later
+document of that attempt was dead-lettered as "MappingRejected").
+
+A writer whose indexing thread hit ENOSPC is dead; tantivy-py then answers every ``add_json``
+with a ValueError, the same class it uses for a document that does not fit the mapping. Those
+documents are fine: the attempt must stop (a transient error parks the partition, and a later
+claim reads the same rows again once there is room), not write them off.
+
+Real parts: Tantivy on a tmpfs of its own, filled to the last byte (``chaos.disk.SmallDisk``;
+the tests run as root, as the chaos campaign does).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from chaos.disk import SmallDisk
+
+from sparkindex.documents.hashing import content_hash, dumps_document
+from sparkindex.errors import TransientError
+from sparkindex.keys import sort_key
+from sparkindex.targets.base import BulkItem, BulkItemResult
+from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
+from tests.targets.test_conformance import MAPPING
+
+WORDS = " ".join(f"w{i}x{i * 7919 % 10007}" for i in range(4000))  # ~40 KB of distinct terms
+
+
+def big_doc(i: int) -> BulkItem:
+    body = {"name": f"{WORDS} {i}", "n": i, "tag": f"t{i}"}
+    source = dumps_document(body)
+    return BulkItem(str(i), source, content_hash(source), sort_key=sort_key([i]), fields=body)
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    with SmallDisk(tmp_path / "disk", 48) as small:
+        yield small
+        small.free()
+
+
+def test_a_stage_whose_writer_died_of_a_full_disk_rejects_no_document(disk: SmallDisk) -> None:
+    target = TantivyTarget(TantivyTargetConfig(root=disk.path / "index", stage_heap_mb=16, writer_threads=1))
+    index = target.create_version("shop", MAPPING)
+    stage = target.open_stage(index, "p1.1.1")
+    assert stage is not None
+    disk.fill()
+    rejected: list[BulkItemResult] = []
+    with pytest.raises(TransientError, match=r"(?i)disk|space|writer"):
+        for start in range(0, 4000, 100):  # far more than the writer's heap: it must flush a segment
+            rejected += stage.add([big_doc(i) for i in range(start, start + 100)])
+    assert rejected == [], f"documents written off for a full disk: {rejected[:2]}"
+    stage.discard()
+
+
+def test_a_stage_opened_on_a_full_disk_is_transient(disk: SmallDisk) -> None:
+    target = TantivyTarget(TantivyTargetConfig(root=disk.path / "index", stage_heap_mb=16, writer_threads=1))
+    index = target.create_version("shop", MAPPING)
+    disk.fill()
+    with pytest.raises(TransientError):
+        target.open_stage(index, "p1.1.1")
+
+
+@pytest.mark.parametrize("unsynced", [False, True], ids=["bulk", "unsynced"])
+def test_the_writer_service_on_a_full_disk_rejects_no_document(disk: SmallDisk, unsynced: bool) -> None:
+    """Writes straight into an index go through the version's writer service: a writer killed by
+    a full disk ends the service's epoch (unsynced batches are redone), and the bulk fails as
+    transient; no item comes back as rejected."""
+    target = TantivyTarget(
+        TantivyTargetConfig(root=disk.path / "index", writer_heap_mb=16, writer_threads=1, lock_timeout_s=5)
+    )
+    index = target.create_version("shop", MAPPING)
+    target.bulk(index, [big_doc(0)])  # the service runs
+    disk.fill()
+    results: list[BulkItemResult] = []
+    try:
+        with pytest.raises(TransientError):
+            for start in range(1, 4000, 100):
+                batch = [big_doc(i) for i in range(start, start + 100)]
+                results += target.bulk_unsynced(index, batch)[0] if unsynced else target.bulk(index, batch)
+        assert [r for r in results if not r.ok] == [], "documents written off for a full disk"
+    finally:
+        disk.free()
+        target.close()
+
+
+def test_a_reindex_onto_a_full_disk_says_so_and_exits_3(tmp_path: Path, cli: Path) -> None:
+    """The driver's own writes to the index root (the alias catalogue, a new version) on a full
+    disk: a clear error and exit 3 (rerun once there is room), no traceback."""
+    from sparkindex.demo.shop import generate_shop, write_demo_pipeline
+
+    generate_shop(tmp_path / "shop.db", products=50)
+    pipeline = write_demo_pipeline(tmp_path)
+    with SmallDisk(tmp_path / "index", 4) as small:
+        small.fill()
+        done = subprocess.run(
+            [str(cli), "reindex", "-c", str(pipeline), "--json"], capture_output=True, text=True, timeout=300
+        )
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "No space left on device" in done.stderr and str(tmp_path / "index") in done.stderr, done.stderr[-2000:]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +26,16 @@ import orjson
 import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
+from sparkindex.coordination.base import store_now
 from sparkindex.coordination.offsets import OffsetStore
+from sparkindex.coordination.recovery import not_resumable
+from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.jobs.catch_up import catch_up_group
 from sparkindex.targets.registry import open_target
+
+#: the consumer group a rebuild's catch-up keeps its position under (jobs.catch_up)
+CATCH_UP_PREFIX = catch_up_group("")
 
 if TYPE_CHECKING:
     from chaos.trial import TrialRun
@@ -192,10 +198,16 @@ def nothing_left_behind(run: TrialRun) -> list[str]:
         for presence in offsets.presence(aliases):
             out.append(f"sync presence left behind: {presence}")
         with store.engine.connect() as conn:
+            # leases are on the store's clock (a clock_jump fault moves the harness's too)
             locks = conn.execute(
-                sa.text("SELECT lock_key, holder FROM si_lock WHERE expires_at > :now"), {"now": time.time()}
+                sa.text("SELECT lock_key, holder FROM si_lock WHERE expires_at > :now"), {"now": store_now(conn)}
             )
             out += [f"lock {key} left behind, held by {holder}" for key, holder in locks]
+            claimed = conn.execute(
+                sa.text("SELECT job_id, entity, partition_index FROM si_partition WHERE status = 'PROCESSING'")
+            )
+            out += [f"partition {entity}#{n} of job {job} left PROCESSING" for job, entity, n in claimed]
+        out += left_unfinished(store, offsets)
     finally:
         store.close()
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
@@ -211,6 +223,23 @@ def nothing_left_behind(run: TrialRun) -> list[str]:
                 )
     finally:
         target.close()
+    return out
+
+
+def left_unfinished(store: CoordinationStore, offsets: OffsetStore) -> list[str]:
+    """Jobs nobody will finish, and catch-up positions of jobs that ended: once every process of
+    the trial has exited and the last rebuild completed, recovery (or the job itself) must have
+    settled every one of them, or they hold a log position (a slot's WAL) for ever."""
+    out: list[str] = []
+    jobs = store.jobs()
+    live = (JobStatus.INITIALIZING, JobStatus.READY, JobStatus.RUNNING, JobStatus.STOPPING)
+    out += [f"job {j.id} left {j.status}" for j in jobs if j.status in live]
+    done = (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS)
+    ended = {j.id for j in jobs if j.status in done or not_resumable(j)}
+    for held in offsets.every_group():
+        job_id = held.group.removeprefix(CATCH_UP_PREFIX)
+        if held.group.startswith(CATCH_UP_PREFIX) and job_id in ended:
+            out.append(f"catch-up position of ended job {job_id} left behind ({held.alias} at {held.position})")
     return out
 
 

@@ -21,6 +21,7 @@ import http.client
 import re
 import socket
 import ssl
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -62,6 +63,17 @@ class _State:
     release: threading.Event = field(default_factory=threading.Event)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (a killed worker, a cut network) is what the
+        faults make happen, not a proxy failure: printing its traceback would bury real ones."""
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
+
+
 class HttpProxy:
     def __init__(
         self, upstream: str, *, elasticsearch: bool = False, ssl_context: ssl.SSLContext | None = None
@@ -72,8 +84,7 @@ class HttpProxy:
         self.strip_product_header = False
         self.state = _State()
         handler = _handler_class(self)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), handler)
         if ssl_context is not None:
             self.server.socket = ssl_context.wrap_socket(self.server.socket, server_side=True)
         self.port = int(self.server.server_address[1])

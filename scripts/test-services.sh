@@ -6,7 +6,8 @@
 #                binlog_row_metadata=FULL, GTID strict mode: what binlog change capture needs), root without
 #                password, db "sparkindex".
 # Idempotent: a server already answering on its port is reused. Stops nothing it did not start.
-# Also installs Debian's chromium: the web page's test drives it headless (tests/server/test_page.py).
+# Also installs Debian's chromium: the web page's test drives it headless (tests/server/test_page.py);
+# and Debian's prometheus for promtool, which lints /metrics (tests/server/test_metrics_promtool.py).
 set -euo pipefail
 SERVICES_DIR=${SERVICES_DIR:-/tmp/sparkindex-services}
 PG_PORT=${PG_PORT:-55432}
@@ -18,6 +19,7 @@ need=()
 [ -e /usr/lib/postgresql/15/lib/wal2json.so ] || need+=(postgresql-15-wal2json)
 command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/promtool ] || need+=(prometheus)  # promtool: /metrics is linted (tests/server/test_metrics_promtool.py)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
   apt-get update -qq

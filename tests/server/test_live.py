@@ -111,10 +111,10 @@ def test_websocket_streams_a_real_reindex_to_completed(
     assert after["sparkindex_documents_failed"] == {(("entity", "products"),): 0.0}
     assert after["sparkindex_jobs"][(("status", "COMPLETED"),)] == 1
     assert after["sparkindex_partitions"][(("status", "COMPLETED"),)] == PARTITIONS
-    assert after["sparkindex_partitions_created_count"] == {(): float(PARTITIONS)}
+    assert after["sparkindex_partitions_planned"] == {(): float(PARTITIONS)}
     assert after["sparkindex_partitions_completed"] == {(): float(PARTITIONS)}
     assert after["sparkindex_partitions_acquired"][()] >= PARTITIONS  # claims (retries would add)
-    assert after["sparkindex_partitions_acquired_count"] == {(): 0.0}
+    assert after["sparkindex_partitions_held"] == {(): 0.0}
     assert after["sparkindex_partitions_closed"] == {(): 0.0}
     durations = {s.labels.get("le"): s.value for s in after["sparkindex_partition_duration_seconds:samples"]}
     assert durations["+Inf"] == PARTITIONS and after["sparkindex_partition_duration_seconds:type"] == "histogram"

@@ -291,11 +291,21 @@ DATABASE_BUILDERS: dict[str, tuple[str, str, bool]] = {
 }
 
 
-def make_builder(source: Source, plan: IndexPlan) -> DocumentBuilder:
+@dataclass(frozen=True)
+class BuilderChoice:
+    """Which builder a plan gets and why, in words (``sparkindex explain`` shows both)."""
+
+    cls: type[DocumentBuilder]
+    #: "python", "in-database" or "copied" (documents read from another index)
+    path: str
+    reason: str
+
+
+def choose_builder(source: Source, plan: IndexPlan) -> BuilderChoice:
     """The builder for *plan*: in the database where the dialect can and measurement said it pays."""
     mode = plan.config.build
     if mode == "python":
-        return DocumentBuilder(source, plan)
+        return BuilderChoice(DocumentBuilder, "python", f"index {plan.alias!r} says build: python")
     entry = DATABASE_BUILDERS.get(source.dialect_name)
     if entry is None:
         if mode == "database":
@@ -303,12 +313,40 @@ def make_builder(source: Source, plan: IndexPlan) -> DocumentBuilder:
                 f"index {plan.alias!r}: build: database is not available for {type(source).__name__}; "
                 "use build: python or auto"
             )
-        return DocumentBuilder(source, plan)
+        return BuilderChoice(
+            DocumentBuilder,
+            "python",
+            f"build: auto, and no builder assembles documents inside {source.dialect_name} "
+            f"(only {', '.join(d for d in DATABASE_BUILDERS if d != 'sparkindex-index')} has one)",
+        )
     module, name, preferred = entry
     if mode == "database" or preferred:
         cls = cast(type[DocumentBuilder], getattr(importlib.import_module(module), name))
-        return cls(source, plan)
-    return DocumentBuilder(source, plan)
+        if source.dialect_name == "sparkindex-index":
+            return BuilderChoice(cls, "copied", "the source is an index: its documents are copied, not built")
+        why = (
+            "says build: database"
+            if mode == "database"
+            else f"says build: auto, which prefers the database on {source.dialect_name} (faster in make bench)"
+        )
+        return BuilderChoice(cls, "in-database", f"index {plan.alias!r} {why}")
+    return BuilderChoice(
+        DocumentBuilder, "python", f"build: auto, and Python measured faster than {source.dialect_name} at assembling"
+    )
 
 
-__all__ = ["DATABASE_BUILDERS", "BuiltDocument", "DocumentBuilder", "Page", "document_id", "make_builder"]
+def make_builder(source: Source, plan: IndexPlan) -> DocumentBuilder:
+    """The builder :func:`choose_builder` picks for *plan*."""
+    return choose_builder(source, plan).cls(source, plan)
+
+
+__all__ = [
+    "DATABASE_BUILDERS",
+    "BuilderChoice",
+    "BuiltDocument",
+    "DocumentBuilder",
+    "Page",
+    "choose_builder",
+    "document_id",
+    "make_builder",
+]

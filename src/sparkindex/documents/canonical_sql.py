@@ -143,8 +143,16 @@ def _concat(parts: list[Any]) -> Any:
 
 def canonical_document(root: Any, info: TableInfo, emit: Sequence[str], relations: Sequence[RelationPlan]) -> Any:
     """The root row's canonical JSON as text, or None when a type keeps the decoding path."""
+    return canonical_document_or_reason(root, info, emit, relations)[0]
+
+
+def canonical_document_or_reason(
+    root: Any, info: TableInfo, emit: Sequence[str], relations: Sequence[RelationPlan]
+) -> tuple[Any, str | None]:
+    """:func:`canonical_document`, or None and the column whose type keeps the decoding path
+    (``sparkindex explain`` says which)."""
     try:
         text = canonical_object(root, info, emit, relations)
-    except Unsupported:
-        return None
-    return sa.cast(text, sa.Text).label("doc")  # text even when it is a bare literal ("{}")
+    except Unsupported as exc:
+        return None, f"column {exc} has a type whose JSON text PostgreSQL cannot write canonically"
+    return sa.cast(text, sa.Text).label("doc"), None  # text even when it is a bare literal ("{}")

@@ -28,7 +28,7 @@ from psycopg.adapt import Loader
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Page, Row
-from sparkindex.documents.canonical_sql import SLOW_MARK, canonical_document
+from sparkindex.documents.canonical_sql import SLOW_MARK, canonical_document_or_reason
 from sparkindex.documents.floats import restore_floats
 from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.errors import DocumentError
@@ -73,8 +73,18 @@ class JsonAggregationBuilder(DocumentBuilder):
         if self._psycopg and not sa.event.contains(engine, "before_cursor_execute", raw_document_cursor):
             sa.event.listen(engine, "before_cursor_execute", raw_document_cursor)
         canonical = None
-        if self._psycopg and server_canonical and plan.join_field is None:
-            canonical = canonical_document(self._root, plan.table, plan.emit, plan.embedded)
+        #: why the server does not write the canonical JSON (None: it does), for `explain`
+        self.decoding_reason: str | None = None
+        if not self._psycopg:
+            self.decoding_reason = f"the driver is {engine.dialect.driver}, whose cursor cannot load documents as bytes"
+        elif not server_canonical:
+            self.decoding_reason = "server-written JSON is turned off for this builder"
+        elif plan.join_field is not None:
+            self.decoding_reason = "the index has join relations, whose join field is added in Python"
+        else:
+            canonical, self.decoding_reason = canonical_document_or_reason(
+                self._root, plan.table, plan.emit, plan.embedded
+            )
         self._use(canonical)
         self._server_checked = canonical is None
 
@@ -101,6 +111,10 @@ class JsonAggregationBuilder(DocumentBuilder):
         encoding = conn.connection.dbapi_connection.info.parameter_status("server_encoding")  # type: ignore[union-attr]
         version = conn.dialect.server_version_info or (0,)
         if encoding != "UTF8" or version < (12,):
+            self.decoding_reason = (
+                f"the server's encoding is {encoding or '?'} and its version {'.'.join(map(str, version))}: "
+                "canonical text needs UTF8 and PostgreSQL 12 or later"
+            )
             log.warning(
                 "table %r: documents are re-encoded in Python (the server's encoding is %s, version %s)",
                 self.plan.table.name,

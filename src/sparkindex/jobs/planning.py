@@ -53,14 +53,10 @@ def check_target_capabilities(
     joins = [(alias, plan) for alias, (plan, _) in plans.items() if plan.joins]
     if not joins:
         return
-    if target is None:
-        from sparkindex.targets.registry import open_target
+    if target is None:  # a class attribute: nothing is opened (a Tantivy target would create its root)
+        from sparkindex.targets.registry import target_class
 
-        opened = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-        try:
-            supported = opened.supports_join
-        finally:
-            opened.close()
+        supported = target_class(pipeline.target.url).supports_join
     else:
         supported = target.supports_join
     if supported:

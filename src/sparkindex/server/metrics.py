@@ -4,7 +4,8 @@ Executors are short-lived Python processes on other machines; nobody can scrape 
 they do ends up in the store (claims, counts, states, timings), so one collector turns the store
 into metrics when Prometheus asks. Counters are totals over the jobs the store still holds: a
 ``gc`` of old jobs lowers them, which Prometheus reads as a counter reset. The Data Prepper seed's
-partition metrics keep their names, in snake_case with a ``sparkindex_`` prefix.
+partition metrics keep their names, in snake_case with a ``sparkindex_`` prefix, except where
+Prometheus's conventions forbid them (``promtool check metrics``): their HELP text names the seed's.
 
 Not derivable from the store (yet): bulk latency (workers do not record it; the histogram here is
 of whole partitions), and the seed's partition_not_found / partition_update error counts (workers
@@ -63,8 +64,11 @@ class StoreCollector(Collector):
         for status in PartitionStatus:
             parts.add_metric([str(status)], snap.partitions_by_status.get(str(status), 0))
         yield parts
+        # The seed's partitionsCreatedCount and partitionsAcquiredCount lose their "Count": only a
+        # histogram's or summary's series may end in _count (promtool check metrics), and a
+        # counter named *_created would read as another counter's creation time in OpenMetrics.
         yield _counter(
-            "sparkindex_partitions_created_count",
+            "sparkindex_partitions_planned",
             "partitions planned (seed: partitionsCreatedCount)",
             snap.partitions_created,
         )
@@ -72,7 +76,7 @@ class StoreCollector(Collector):
             "sparkindex_partitions_acquired", "claims of partitions by workers (seed: partitionsAcquired)", snap.claims
         )
         yield GaugeMetricFamily(
-            "sparkindex_partitions_acquired_count",
+            "sparkindex_partitions_held",
             "partitions held by a worker now, PROCESSING (seed: partitionsAcquiredCount)",
             value=snap.partitions_by_status.get(str(PartitionStatus.PROCESSING), 0),
         )

@@ -1,0 +1,105 @@
+"""``sparkindex explain``: what a document will look like, and how it is built (issue 18).
+
+The work is in :mod:`sparkindex.jobs.explain`; this module renders it: sections for a reader, or
+with ``--json`` one JSON object on the last line for a script. A row that cannot be indexed
+(it would go to the dead-letter store) exits 1, like a run that ends with errors.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from sparkindex.cli.render import err, out
+from sparkindex.config import load_pipeline
+from sparkindex.jobs.explain import Explanation
+from sparkindex.jobs.explain import explain as explain_index
+
+
+def explain(
+    config: Annotated[Path, typer.Option("--config", "-c", help="pipeline YAML file")],
+    index: Annotated[
+        str | None, typer.Option("--index", "-i", help="alias to explain; default the first in the file")
+    ] = None,
+    doc_id: Annotated[
+        str | None,
+        typer.Option("--id", help="document id (composite keys: parts joined by '|'); default the first by key"),
+    ] = None,
+    json: Annotated[bool, typer.Option("--json", help="print one JSON object on the last line")] = False,
+) -> None:
+    """Show one real document, its mapping, the builder's statements and the partition plan; writes nothing."""
+    result = explain_index(load_pipeline(config), index, doc_id)
+    if json:
+        sys.stdout.write(orjson.dumps(result.to_dict()).decode() + "\n")
+        sys.stdout.flush()
+    else:
+        render(result)
+    raise typer.Exit(1 if result.failure is not None else 0)
+
+
+#: control characters in a statement (the in-database builder's mark, \x01) are shown escaped
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _escaped(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
+def _pretty(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+
+
+def _say(text: str = "") -> None:
+    out.print(text, markup=False, highlight=False)
+
+
+def render(e: Explanation) -> None:
+    """The explanation as sections; user values are never Rich markup."""
+    others = f" (other indexes: {', '.join(e.other_aliases)}; pick one with --index)" if e.other_aliases else ""
+    _say(f"index {e.alias}: table {e.table}, id {', '.join(e.id_columns)}, source {e.source}{others}")
+    _say()
+    if e.canonical is not None:
+        _say(f"── document {e.doc_id} ({len(e.canonical):,} bytes canonical, content hash {e.hash})")
+        _say(_pretty(e.document))
+    elif e.failure is not None:
+        _say(f"── document {e.doc_id} cannot be indexed (it would go to the dead-letter store)")
+        _say(e.failure)
+        err.print(f"document {e.doc_id} cannot be indexed: {e.failure}", markup=False, highlight=False)
+    else:
+        _say(f"── no document: table {e.table} is empty")
+    _say()
+    b = e.build
+    _say(f"── build: {b.path} ({b.builder})")
+    _say(b.reason)
+    if b.document is not None:
+        _say(f"this document: {b.document}")
+    _say()
+    _say("── statements of one page (a page here is 1 row; the reindex reads page_size rows per page)")
+    if not e.statements:
+        _say("none: the documents are read from an index, not built with SQL")
+    for n, statement in enumerate(e.statements, 1):
+        _say(f"{n}. {_escaped(statement)}")
+    _say()
+    _say("── mapping (inferred from the schema, with the pipeline's fields and mapping overrides)")
+    _say(_pretty(e.mapping))
+    if e.settings:
+        _say("settings: " + orjson.dumps(e.settings, option=orjson.OPT_SORT_KEYS).decode())
+    _say()
+    p = e.partitions
+    _say(
+        f"── partitions: {p.count:,} for {p.source_rows:,} rows, about {p.rows_per_partition:,} rows each "
+        f"(partition_size {p.partition_size:,}), complexity {p.complexity:g}, {p.work_units:,} work units, "
+        f"priority {p.priority}"
+    )
+    if p.largest:
+        _say("largest first" + ("" if p.counted else " (in claim order; rows estimated, too many to count)") + ":")
+        for v in p.largest:
+            rows = f"{v.rows:,} rows" if v.rows is not None else f"~{v.estimated_rows:,} rows"
+            lo = "start" if v.after is None else f"after {v.after}"
+            hi = "end" if v.upto is None else f"up to {v.upto}"
+            _say(f"  #{v.index}: {rows}, {v.work_units:,} work units, keys {lo} .. {hi}")

@@ -1,4 +1,4 @@
-"""``sparkindex``: demo, reindex, status, stop, verify, search, dlq, gc, serve.
+"""``sparkindex``: check, explain, demo, reindex, sync, status, stop, verify, search, dlq, gc, serve.
 
 Exit codes (DESIGN.md): 0 done, 1 done with errors or drift, 2 bad usage or config, 3 failed/stopped.
 """
@@ -51,8 +51,10 @@ def _store(pipeline: Pipeline) -> Any:
 def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json: bool) -> int:
     from sparkindex.allocator import tune_allocator
     from sparkindex.jobs.reindex import ReindexJob
+    from sparkindex.preflight import guard
     from sparkindex.worker.collector import tune_collector
 
+    guard(pipeline, "reindex", index)  # `sparkindex check`'s lines for what this run needs; exit 2 on a FAIL
     tune_collector()  # the driver builds documents too (its head start) while Spark starts
     tune_allocator()  # and writes Tantivy stages (sparkindex/allocator.py)
     with RichProgress(enabled=True) as progress:
@@ -226,6 +228,13 @@ app.command()(serve)  # the progress server; its own module (cli/serve.py)
 from sparkindex.cli.sync import sync as _sync  # noqa: E402 - the sync command lives in its own module
 
 app.command(name="sync")(_sync)
+
+# The first hour with one's own database: each command in its own module.
+from sparkindex.cli.check_cmd import check as _check  # noqa: E402
+from sparkindex.cli.explain_cmd import explain as _explain  # noqa: E402
+
+app.command(name="check")(_check)
+app.command(name="explain")(_explain)
 
 
 def main() -> None:

@@ -66,9 +66,11 @@ def sync(
         raise typer.Exit(0)
     from sparkindex.changes.runner import SyncRun
     from sparkindex.errors import UsageError
+    from sparkindex.preflight import guard
 
     if on_gap not in (None, "reconcile", "fail"):
         raise UsageError(f"--on-gap: expected reconcile or fail, got {on_gap!r}")
+    guard(pipeline, "sync", index)  # `sparkindex check`'s lines for what streaming needs; exit 2 on a FAIL
     run = SyncRun(
         pipeline,
         index,

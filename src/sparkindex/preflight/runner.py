@@ -1,0 +1,123 @@
+"""Running the checks in order (source, change capture, store, target, Spark), and the guard
+that ``reindex`` and ``sync`` call before they start.
+
+A check that cannot even run (a server that vanished half-way, a bug in a probe) becomes a FAIL
+line marked transient rather than a traceback: ``check`` shows it, and a run's guard leaves it to
+the run, which meets the same server and reports it its own way. Only failures a person must fix
+(a setting, a privilege, the configuration) stop a run, with the very lines ``check`` prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+import sqlalchemy as sa
+
+from sparkindex.config.model import Pipeline
+from sparkindex.errors import ConfigError, TransientError
+from sparkindex.preflight.model import Check, Options, Scope, fail, first_line
+from sparkindex.preflight.source import SourceFindings, check_source
+from sparkindex.preflight.spark import check_spark
+from sparkindex.preflight.store import check_store
+from sparkindex.preflight.target import check_target
+
+
+def run_checks(pipeline: Pipeline, options: Options | None = None) -> list[Check]:
+    from sparkindex.jobs.planning import selected_aliases
+
+    options = options or Options()
+    aliases = selected_aliases(pipeline, options.aliases)
+    found = SourceFindings()
+
+    def source() -> list[Check]:
+        checks, findings = check_source(pipeline, aliases, options)
+        found.source, found.plans, found.answering = findings.source, findings.plans, findings.answering
+        return checks
+
+    checks = _area("source", source)
+    try:
+        if found.sql and found.answering and wants_changes(pipeline, options.scope):
+            checks += _area("changes", lambda: _changes(pipeline, found, aliases, options))
+        checks += _area("store", lambda: check_store(pipeline, options))
+        checks += _area("target", lambda: check_target(pipeline, aliases, options))
+        checks += _area("spark", lambda: check_spark(pipeline, options))
+    finally:
+        _close(found)
+    return checks
+
+
+def wants_changes(pipeline: Pipeline, scope: Scope) -> bool:
+    """A sync always captures changes; otherwise only a pipeline that asks for it (a ``sync:``
+    section or ``changes:``, what makes a reindex catch up) has its prerequisites checked."""
+    from sparkindex.jobs.catch_up import wants_catch_up
+
+    return scope == "sync" or wants_catch_up(pipeline)
+
+
+def _changes(pipeline: Pipeline, found: SourceFindings, aliases: Sequence[str], options: Options) -> list[Check]:
+    from sparkindex.changes.fanout import FanOut
+    from sparkindex.changes.session import watched_tables
+    from sparkindex.changes.source import LOG_SOURCES, POLLING_SOURCE, source_kind
+
+    source = found.source
+    assert source is not None
+    try:
+        kind = source_kind(pipeline, source)
+    except ConfigError as exc:
+        return [fail("changes.source", str(exc), "use sync.source: polling with indexes[].changes")]
+    if kind == POLLING_SOURCE:
+        from sparkindex.preflight.polling import check_polling
+
+        return check_polling(pipeline, source, aliases)
+    tables = watched_tables([FanOut(found.plans[a], source) for a in aliases if a in found.plans])
+    if kind == LOG_SOURCES["postgresql"]:
+        from sparkindex.preflight.changes_postgres import check_postgres_changes
+
+        return check_postgres_changes(pipeline, source, tables, options)
+    from sparkindex.preflight.changes_mysql import check_mysql_changes
+
+    return check_mysql_changes(pipeline, source, tables, options)
+
+
+def _area(area: str, run: Callable[[], list[Check]]) -> list[Check]:
+    """One area's checks; an error that escaped them is one line, never a traceback."""
+    try:
+        return run()
+    except ConfigError as exc:
+        return [fail(area, str(exc), "correct the configuration named above")]
+    except (TransientError, sa.exc.DBAPIError, OSError) as exc:
+        return [fail(area, first_line(exc), "make sure the servers answer, then check again", transient=True)]
+    except Exception as exc:  # noqa: BLE001 - a probe's own failure must not hide the other checks
+        detail = f"the check could not run: {type(exc).__name__}: {first_line(exc)}"
+        return [fail(area, detail, "run `sparkindex check` for the other checks", transient=True)]
+
+
+def _close(found: SourceFindings) -> None:
+    source = found.source
+    engine = getattr(source, "engine", None)
+    if engine is not None:
+        engine.dispose()
+    target = getattr(source, "target", None)
+    if target is not None:
+        target.close()
+
+
+def guard(pipeline: Pipeline, scope: Scope, aliases: Sequence[str] | None = None, stream: TextIO | None = None) -> None:
+    """What ``reindex`` and ``sync`` call first: the checks their run needs, without the probes
+    that write (the run makes those writes itself a moment later). Warnings are printed and the
+    run goes on; failures a person must fix are printed as ``check`` prints them, and the run
+    stops with exit 2 (:class:`ConfigError`) before it touches anything."""
+    checks = run_checks(pipeline, Options(scope=scope, aliases=aliases, probe_writes=False))
+    out = stream or sys.stderr
+    for check in checks:
+        if check.status == "WARN" or check.blocking:
+            out.write(check.line() + "\n")
+    out.flush()
+    stopping = [c for c in checks if c.blocking]
+    if stopping:
+        raise ConfigError(
+            f"{pipeline.origin}: {len(stopping)} preflight check(s) failed (listed above); "
+            f"`sparkindex check -c {pipeline.origin}` runs every check"
+        )

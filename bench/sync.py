@@ -148,6 +148,23 @@ def bench_catch_up(kind: str, spark: Any) -> dict[str, Any]:
     }
 
 
+def _drop_slot_when_released(c: Any, slot: str, timeout_s: float = 30.0) -> None:
+    """Drop *slot* once no walsender holds it. A closed streaming connection leaves its
+    walsender running until the server notices the disconnect, and dropping a slot that is still
+    active fails ("replication slot ... is active for PID ..."): `make bench` exited 2 on it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        row = c.execute("SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone()
+        if row is None:
+            return
+        if row[0] is None:
+            c.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"slot {slot!r} still held by walsender pid {row[0]} after {timeout_s:.0f} s")
+        time.sleep(0.05)  # polling the server's own view of the slot, with a deadline
+
+
 def bench_pg_decoding(rows: int = 100_000) -> dict[str, Any]:
     """The choice of PostgreSQL reader, measured: the same 2 x *rows* row changes decoded through
     the SQL slot functions (peek 50,000, then advance: what the sync does) and through psycopg2's
@@ -162,8 +179,9 @@ def bench_pg_decoding(rows: int = 100_000) -> dict[str, Any]:
     c.execute("CREATE TABLE bench_decoding (id int primary key, v int)")
     c.execute("INSERT INTO bench_decoding SELECT g, 0 FROM generate_series(1, %s) g", (rows,))
     slots = ("bench_dec_sql", "bench_dec_stream")
+    streams: list[Any] = []
     for slot in slots:
-        c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+        _drop_slot_when_released(c, slot)
         c.execute("SELECT pg_create_logical_replication_slot(%s, 'wal2json')", (slot,))
     try:
         for _ in range(2):
@@ -184,6 +202,7 @@ def bench_pg_decoding(rows: int = 100_000) -> dict[str, Any]:
             c.execute("SELECT pg_replication_slot_advance(%s, %s)", (slots[0], got[-1][0]))
         sql_rate = n / (time.monotonic() - started)
         stream = psycopg2.connect(dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+        streams.append(stream)
         cur = stream.cursor()
         settings = dict(zip(options[::2], options[1::2], strict=True))
         cur.start_replication(slot_name=slots[1], decode=False, options=settings)
@@ -197,12 +216,11 @@ def bench_pg_decoding(rows: int = 100_000) -> dict[str, Any]:
             if m % 10_000 == 0:
                 cur.send_feedback(flush_lsn=msg.data_start)
         stream_rate = m / (time.monotonic() - started)
-        stream.close()
     finally:
+        for opened in streams:
+            opened.close()
         for slot in slots:
-            c.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-            )
+            _drop_slot_when_released(c, slot)
         c.execute("DROP TABLE IF EXISTS bench_decoding")
         c.close()
     return {

@@ -1,4 +1,4 @@
-"""``sparkindex``: check, explain, demo, reindex, sync, status, stop, verify, search, dlq, gc, serve.
+"""``sparkindex``: init, check, explain, demo, reindex, sync, status, stop, verify, search, dlq, gc, serve.
 
 Exit codes (DESIGN.md): 0 done, 1 done with errors or drift, 2 bad usage or config, 3 failed/stopped.
 """
@@ -232,7 +232,9 @@ app.command(name="sync")(_sync)
 # The first hour with one's own database: each command in its own module.
 from sparkindex.cli.check_cmd import check as _check  # noqa: E402
 from sparkindex.cli.explain_cmd import explain as _explain  # noqa: E402
+from sparkindex.cli.init_cmd import init as _init  # noqa: E402
 
+app.command(name="init")(_init)
 app.command(name="check")(_check)
 app.command(name="explain")(_explain)
 

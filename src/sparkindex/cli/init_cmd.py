@@ -1,0 +1,95 @@
+"""``sparkindex init``: write a pipeline for an existing database from its schema (issue 18).
+
+The file goes to ``-o`` (``-`` for standard output); what was chosen, and what to run next, goes
+to standard error, so that ``init -o - > p.yaml`` captures the pipeline alone. An existing file
+is never overwritten without ``--force``: it may hold a user's edits.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sparkindex.cli.render import err
+from sparkindex.errors import UsageError
+
+
+def init(
+    source: Annotated[
+        str,
+        typer.Option("--source", "-s", help="database URL: sqlite:///file.db, postgresql://…, mysql://…"),
+    ],
+    table: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--table",
+            "-t",
+            help="root table of an index (repeatable); default: every table no other table references "
+            "through a NOT NULL foreign key, largest first",
+        ),
+    ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option("--target", help="search target URL; default: an embedded Tantivy index beside the file"),
+    ] = None,
+    depth: Annotated[
+        int, typer.Option("--depth", min=0, max=12, help="how far chains of many-to-one relations are followed")
+    ] = 3,
+    output: Annotated[Path, typer.Option("--output", "-o", help="the pipeline file to write; - for stdout")] = Path(
+        "pipeline.yaml"
+    ),
+    force: Annotated[bool, typer.Option("--force", help="overwrite the file if it exists")] = False,
+) -> None:
+    """Reflect a database's schema and write a pipeline that `reindex` runs as it is."""
+    from sparkindex.scaffold import InitOptions, scaffold
+
+    to_stdout = str(output) == "-"
+    if not to_stdout and output.is_dir():
+        raise UsageError(f"-o {output}: is a folder; name the pipeline file to write (e.g. {output}/pipeline.yaml)")
+    if not to_stdout and output.exists() and not force:
+        raise UsageError(f"-o {output}: the file exists; choose another name or pass --force to overwrite it")
+    result = scaffold(InitOptions(source, Path("-") if to_stdout else output, table, target, depth))
+    if to_stdout:
+        sys.stdout.write(result.text)
+        sys.stdout.flush()
+    else:
+        _write(output, result.text)
+    where = "standard output" if to_stdout else str(output)
+    err.print(f"wrote {where}: {len(result.aliases)} index(es): {', '.join(result.aliases)}", markup=False)
+    for name, reason in result.left_out.items():
+        err.print(f"  not indexed: {name}: {reason}", markup=False)
+    if result.unreached:
+        err.print(f"  in no document: {', '.join(result.unreached)}", markup=False)
+    err.print(f"  change capture: {_capture(result.capture)}", markup=False)
+    if result.variables:
+        err.print(f"  set {', '.join('$' + v for v in result.variables)} before running (passwords)", markup=False)
+    if not to_stdout:
+        err.print(
+            f"next: sparkindex check -c {output} && sparkindex reindex -c {output} && sparkindex verify -c {output}",
+            markup=False,
+        )
+
+
+def _capture(mode: str) -> str:
+    return {
+        "log": "the server's log (sync section written)",
+        "polling": "polling change columns (sync section and changes written)",
+    }.get(mode, "none (see the comment at the end of the file)")
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace *path* atomically: an interrupted init leaves the old file or none, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -6,6 +6,8 @@ build schema graphs by hand, so that each rule is tested on the smallest shape t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
@@ -189,3 +191,26 @@ def test_left_out_columns_are_listed_with_why(graph: SchemaGraph) -> None:
     assert [name for name, _ in choice.left_out] == ["cover"]
     assert choice.large_text == ("blurb",)
     assert choose_columns(graph.table("orders")).explicit is None  # nothing left out: no list
+
+
+
+def test_unbounded_text_keys_are_not_called_large_text(tmp_path: Path) -> None:
+    """PostgreSQL schemas key rows by `text` (handles, slugs, codes): short identifiers, not the
+    prose whose size the comment warns about."""
+    meta = sa.MetaData()
+    sa.Table("person", meta, sa.Column("handle", sa.Text(), primary_key=True), sa.Column("bio", sa.Text()))
+    sa.Table(
+        "note",
+        meta,
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("author", sa.Text(), sa.ForeignKey("person.handle"), nullable=False),
+        sa.Column("slug", sa.Text(), nullable=False, unique=True),
+        sa.Column("body", sa.Text()),
+    )
+    url = f"sqlite:///{tmp_path / 'notes.db'}"
+    engine = sa.create_engine(url)
+    meta.create_all(engine)
+    engine.dispose()
+    graph = reflect(url)
+    assert choose_columns(graph.table("person")).large_text == ("bio",)
+    assert choose_columns(graph.table("note")).large_text == ("body",)

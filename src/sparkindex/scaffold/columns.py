@@ -46,6 +46,10 @@ def choose_columns(table: TableFacts) -> ColumnChoice:
     kept: list[str] = []
     left_out: list[tuple[str, str]] = []
     large: list[str] = []
+    # identifiers are text without bound in many schemas (PostgreSQL's `text` keys), yet short:
+    # the note on large text is for the prose that makes documents grow
+    keys = {c for key in (table.primary_key, *table.unique_keys) for c in key}
+    keys.update(c for ref in table.references for c in ref.columns)
     for col in table.columns:
         if col.name in RESERVED:
             left_out.append((col.name, "the index keeps this name for its own field"))
@@ -59,6 +63,6 @@ def choose_columns(table: TableFacts) -> ColumnChoice:
             left_out.append((col.name, f"{col.type_name} has no inferred search mapping, so it is not guessed at"))
         else:
             kept.append(col.name)
-            if col.category == "large_text":
+            if col.category == "large_text" and col.name not in keys:
                 large.append(col.name)
     return ColumnChoice(tuple(kept), tuple(left_out), tuple(large))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -36,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         for i in trials:
             print(orjson.dumps(plan_trial(args.seed, i), default=str).decode())
         return 0
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the campaign's servers, tmpfs mounts
+    # and trial processes are cleaned up instead of outliving it
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparkindex-chaos-"))
     started = time.monotonic()
     results: list[dict[str, Any]] = []

@@ -29,6 +29,7 @@ import orjson
 
 from sparkindex.changes.source import ChangeSource, Gap
 from sparkindex.config.model import Pipeline
+from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
 from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.errors import LogGap, TransientError
@@ -123,6 +124,12 @@ def reconcile(
     return reconciled, rejected
 
 
+def _first_line(exc: BaseException) -> str:
+    """What the history keeps of an error: its first line, any password in a URL hidden."""
+    text = str(exc).strip()
+    return redact_url(text.splitlines()[0]) if text else type(exc).__name__
+
+
 class GapHealing:
     """The part of a sync run (:class:`sparkindex.changes.runner.SyncRun`) that proves its log can
     serve the stored offsets, heals or refuses gaps, and stores the head a bounded run caught up
@@ -163,14 +170,56 @@ class GapHealing:
             return False
         for gap in gaps:
             self._count("gap", f"{gap.alias}: {gap.reason}")
+        recorded = self._gaps_found(gaps)
         if catch_up or self.on_gap == "fail":
             # a reindex's catch-up cannot repair a version nobody reads yet: its job fails, and
             # `reindex --new` starts afresh
-            raise refusal(self.pipeline, self.group, gaps)
-        self._reconcile(gaps)
+            error = refusal(self.pipeline, self.group, gaps)
+            self._gaps_ended(recorded, "refused", detail=str(error))
+            raise error
+        try:
+            self._reconcile(gaps, recorded)
+        except BaseException as exc:
+            # a log gone backwards is refused; anything else leaves the gap for the next start
+            self._gaps_ended(recorded, "refused" if isinstance(exc, LogGap) else "failed", detail=_first_line(exc))
+            raise
         return True
 
-    def _reconcile(self, gaps: list[AliasGap]) -> None:
+    def _gaps_found(self, gaps: Sequence[AliasGap]) -> dict[str, str]:
+        """Each gap as a row of the group's history (the page's); best effort, as counting is:
+        a store that cannot take the row must not decide whether the gap is healed."""
+        recorded: dict[str, str] = {}
+        for gap in gaps:
+            try:
+                recorded[gap.alias] = self.events.gap_found(
+                    self.group, gap.alias, gap.reason, gap.stored, gap.available
+                )
+            except Exception as exc:  # noqa: BLE001 - the history is best effort
+                log.debug("could not record the gap of %s: %s", gap.alias, exc)
+        return recorded
+
+    def _gaps_ended(
+        self,
+        recorded: Mapping[str, str],
+        outcome: Literal["reconciled", "refused", "failed"],
+        *,
+        detail: str | None = None,
+        positions: Mapping[str, int] | None = None,
+        found: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
+        for alias, gap_id in recorded.items():
+            try:
+                self.events.gap_ended(
+                    gap_id,
+                    outcome,
+                    position=None if positions is None else positions.get(alias),
+                    found=None if found is None else found.get(alias),
+                    detail=detail,
+                )
+            except Exception as exc:  # noqa: BLE001 - the history is best effort
+                log.debug("could not record how the gap of %s ended: %s", alias, exc)
+
+    def _reconcile(self, gaps: list[AliasGap], recorded: Mapping[str, str]) -> None:
         aliases = sorted({g.alias for g in gaps})
         for gap in gaps:
             log.warning("gap in the change log of group %r: %s; reconciling", self.group, gap.reason)
@@ -201,6 +250,17 @@ class GapHealing:
             self.positions.save(self.group, {a: (self.changes.position(now), now, idx) for a, idx in kept.items()})
         self.totals.reconciled.update(found)
         self.totals.failed += rejected
+        notes = [f"{rejected} document(s) rejected by the target (dead letters)"] if rejected else []
+        swapped = sorted(set(aliases) - set(kept))
+        if swapped:
+            notes.append(f"swapped meanwhile, the reindex's hand-over stands: {', '.join(swapped)}")
+        self._gaps_ended(
+            recorded,
+            "reconciled",
+            positions={a: self.changes.position(now) for a in kept},
+            found=found,
+            detail="; ".join(notes) or None,
+        )
         self._acked = None  # the stream starts again from the stored offsets
         log.warning(
             "group %r: gap reconciled from position %s on: %s",

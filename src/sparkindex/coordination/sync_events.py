@@ -10,13 +10,22 @@ Gaps healed by reconciliation are counted here too (kind ``gap``).
 Kinds: ``source`` (the log could not be read: transient), ``apply`` (a batch failed to apply
 and is retried), ``restart`` (the streaming query failed and was started again), ``gap`` (the
 log could not serve a stored position; reconciled or refused), ``permanent`` (the sync ended).
+
+A counter keeps only the newest message, so each gap is also kept as a row of its own
+(``<prefix>si_sync_gap``, created with the counters' table): when it was found, why, and how it
+ended (reconciled, with what the verify/repair found per alias and the position the stream went
+on from; or refused; or a reconciliation that failed), so the page can show a group's history.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -25,6 +34,12 @@ from sparkindex.coordination.tables import Time
 
 #: the longest message kept per kind (the newest one)
 MESSAGE_MAX = 1000
+#: gaps kept per consumer group (the newest); a sync refused at every start must not grow it forever
+GAPS_KEPT = 200
+
+#: how a gap ended; ``open`` while it is reconciled, or when its sync died before it ended (the
+#: next start finds the same gap again and records it anew)
+GapOutcome = Literal["open", "reconciled", "refused", "failed"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +49,51 @@ class SyncEvent:
     count: int
     last_at: float
     message: str
+
+
+@dataclass(frozen=True)
+class GapRecord:
+    gap_id: str
+    group: str
+    alias: str
+    found_at: float
+    reason: str
+    #: the stored position the log could not serve (None: the group held no offset for the alias)
+    stored: int | None
+    #: the oldest position the log could serve, when the source knew it
+    available: int | None
+    outcome: str
+    ended_at: float | None
+    #: reconciled: the position the stream went on from (None: a reindex took the alias over)
+    position: int | None
+    #: reconciled: what the verify/repair found (and fixed) for the alias, per drift kind
+    found: dict[str, int] | None
+    #: refused or failed: the error; reconciled: anything worth knowing (documents rejected)
+    detail: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def make_gap_table(prefix: str = "", metadata: sa.MetaData | None = None) -> sa.Table:
+    table = sa.Table(
+        f"{prefix}si_sync_gap",
+        metadata if metadata is not None else sa.MetaData(),
+        sa.Column("gap_id", sa.String(36), primary_key=True),
+        sa.Column("group_name", sa.String(255), nullable=False),
+        sa.Column("alias", sa.String(255), nullable=False),
+        sa.Column("found_at", Time, nullable=False),
+        sa.Column("reason", sa.Text, nullable=False),
+        sa.Column("stored", sa.BigInteger),
+        sa.Column("available", sa.BigInteger),
+        sa.Column("outcome", sa.String(16), nullable=False),
+        sa.Column("ended_at", Time),
+        sa.Column("position", sa.BigInteger),
+        sa.Column("found_json", sa.Text),
+        sa.Column("detail", sa.Text),
+    )
+    sa.Index(f"{prefix}si_sync_gap_found", table.c.group_name, table.c.found_at)
+    return table
 
 
 def make_event_table(prefix: str = "") -> tuple[sa.MetaData, sa.Table]:
@@ -57,6 +117,7 @@ class SyncEvents:
         self.engine = engine
         self.create = create
         metadata, self.table = make_event_table(prefix)
+        self.gap_table = make_gap_table(prefix, metadata)
         if create:
             metadata.create_all(engine, checkfirst=True)
 
@@ -88,3 +149,96 @@ class SyncEvents:
         with self.engine.connect() as conn:
             rows = conn.execute(stmt).fetchall()
         return [SyncEvent(r.group_name, r.kind, int(r.times), float(r.last_at), str(r.message)) for r in rows]
+
+    # -- gaps, one row each ------------------------------------------------------------------------
+    def gap_found(self, group: str, alias: str, reason: str, stored: int | None, available: int | None) -> str:
+        """Record a gap as found (outcome ``open``); returns its id for :meth:`gap_ended`."""
+        gap_id = str(uuid.uuid4())
+        self._insert_gap(gap_id, group, alias, reason, stored, available)
+        return gap_id
+
+    @rerun_on_conflict
+    def _insert_gap(
+        self, gap_id: str, group: str, alias: str, reason: str, stored: int | None, available: int | None
+    ) -> None:
+        t = self.gap_table
+        row = {
+            "gap_id": gap_id,
+            "group_name": group,
+            "alias": alias,
+            "found_at": time.time(),
+            "reason": reason[:MESSAGE_MAX],
+            "stored": stored,
+            "available": available,
+            "outcome": "open",
+        }
+        with self.engine.begin() as conn:
+            try:
+                with conn.begin_nested():
+                    conn.execute(t.insert().values(**row))
+            except sa.exc.IntegrityError:  # a rerun after a lost reply: the row is there
+                return
+            keep = (
+                sa.select(t.c.found_at)
+                .where(t.c.group_name == group)
+                .order_by(t.c.found_at.desc())
+                .offset(GAPS_KEPT - 1)
+                .limit(1)
+            )
+            oldest_kept = conn.execute(keep).scalar()
+            if oldest_kept is not None:
+                conn.execute(t.delete().where(t.c.group_name == group, t.c.found_at < oldest_kept))
+
+    @rerun_on_conflict
+    def gap_ended(
+        self,
+        gap_id: str,
+        outcome: GapOutcome,
+        *,
+        position: int | None = None,
+        found: Mapping[str, int] | None = None,
+        detail: str | None = None,
+    ) -> None:
+        t = self.gap_table
+        values = {
+            "outcome": outcome,
+            "ended_at": time.time(),
+            "position": position,
+            "found_json": None if found is None else orjson.dumps(dict(found)).decode(),
+            "detail": None if detail is None else detail[:MESSAGE_MAX],
+        }
+        with self.engine.begin() as conn:
+            conn.execute(t.update().where(t.c.gap_id == gap_id).values(**values))
+
+    @rerun_on_conflict
+    def gaps(self, group: str | None = None, limit: int = GAPS_KEPT) -> list[GapRecord]:
+        """Gaps newest first (per group at most *limit*), all groups unless *group* is given."""
+        t = self.gap_table
+        if not self.create and not sa.inspect(self.engine).has_table(t.name):
+            return []
+        ranked = sa.select(
+            t, sa.func.row_number().over(partition_by=t.c.group_name, order_by=t.c.found_at.desc()).label("n")
+        )
+        if group is not None:
+            ranked = ranked.where(t.c.group_name == group)
+        sub = ranked.subquery()
+        stmt = sa.select(sub).where(sub.c.n <= limit).order_by(sub.c.group_name, sub.c.found_at.desc())
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt).fetchall()
+        return [
+            GapRecord(
+                gap_id=r.gap_id,
+                group=r.group_name,
+                alias=r.alias,
+                found_at=float(r.found_at),
+                reason=str(r.reason),
+                stored=None if r.stored is None else int(r.stored),
+                available=None if r.available is None else int(r.available),
+                outcome=str(r.outcome),
+                ended_at=None if r.ended_at is None else float(r.ended_at),
+                position=None if r.position is None else int(r.position),
+                found=None if r.found_json is None else {k: int(v) for k, v in orjson.loads(r.found_json).items()},
+                detail=r.detail,
+            )
+            for r in rows
+        ]

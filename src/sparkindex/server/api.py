@@ -18,6 +18,7 @@ from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.server.progress import job_progress
 from sparkindex.server.responses import BadRequest, ORJSONResponse, query_choice, query_int
 from sparkindex.server.state import ServerState
+from sparkindex.server.verified import plain_runs
 from sparkindex.server.ws import watched_job
 
 ERRORS_SHOWN = 100
@@ -63,9 +64,12 @@ def index(request: Request) -> ORJSONResponse:
                 "GET /api/dead-letters?alias=&error_class=&job_id=&limit=",
                 "GET /api/dead-letters/summary?job_id=",
                 "GET /api/sync",
+                "GET /api/sync/gaps?group=&limit=",
+                "GET /api/check?refresh=1",
                 "GET /api/actions",
                 "GET /api/actions/{id}",
                 "GET /api/verify",
+                "GET /api/verify/aliases",
                 "POST /api/reindex {index?: [alias], new?: bool}  (token)",
                 "POST /api/jobs/{id}/stop  (token)",
                 "POST /api/dead-letters/redrive {alias?, error_class?}  (token)",
@@ -210,7 +214,7 @@ def verify_status(request: Request) -> ORJSONResponse:
     return ORJSONResponse(
         {
             "every_s": state.pipeline.verify.every,
-            "runs": state.views.verify_runs(),
+            "runs": plain_runs(state.views.verify_runs()),
             "running": [a.to_dict() for a in state.actions.running() if a.kind in ("verify", "repair")],
             "last": None if last is None else last.to_dict(),
         }

@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from sparkindex.server import api, control
+from sparkindex.server import api, checks, control, sync_gaps, verified
 from sparkindex.server.metrics import registry_for, render
 from sparkindex.server.responses import BadRequest, error
 from sparkindex.server.scheduled_verify import schedule
@@ -120,6 +120,9 @@ def build_app(state: ServerState) -> Starlette:
         Route("/metrics", metrics),
         WebSocketRoute("/ws", ws_endpoint),
         *api.ROUTES,
+        *checks.ROUTES,
+        *sync_gaps.ROUTES,
+        *verified.ROUTES,
         *control.ROUTES,
         Mount("/static", app=StaticFiles(packages=[("sparkindex.server", "static")]), name="static"),
     ]
@@ -132,5 +135,6 @@ def build_app(state: ServerState) -> Starlette:
     app.state.server = state
     app.state.hub = hub
     app.state.registry = registry_for(state)
+    app.state.checks = checks.CheckCache(checks.pipeline_checks(state.pipeline))
     app.add_middleware(GuardMiddleware, state=state)
     return app

@@ -1,4 +1,5 @@
-"""``/ws``: every tick (2 s) each client gets the live jobs' progress, sync lag and the last verify.
+"""``/ws``: every tick (2 s) each client gets the live jobs' progress, sync lag, each alias's last
+verify and the syncs' gaps.
 
 One ticker reads the store for everyone (not one reader per client), in a worker thread so the
 event loop keeps serving. A job that ended since the previous tick is sent once more in its final
@@ -24,6 +25,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from sparkindex.coordination.views import ACTIVE_JOB_STATES
 from sparkindex.server.progress import job_progress, reconstructed_history
 from sparkindex.server.state import ServerState
+from sparkindex.server.sync_gaps import gap_groups
+from sparkindex.server.verified import plain_runs, verified_aliases
 
 log = logging.getLogger(__name__)
 WATCH_PARTITIONS_MAX = 5000  # a grid larger than this is cut (the REST endpoint has them all)
@@ -93,12 +96,15 @@ class Hub:
                 del self._reported_final[job_id]
         self._last_tick = now
         last = self.state.actions.latest(("verify", "repair"))
+        runs = plain_runs(views.verify_runs())
         return {
             "type": "progress",
             "time": now,
             "jobs": progress,
             "sync": [c.to_dict() for c in self.state.sync_consumers()],
-            "verify": {"runs": views.verify_runs(), "lastAction": None if last is None else last.to_dict()},
+            "verify": {"runs": runs, "lastAction": None if last is None else last.to_dict()},
+            "verified": verified_aliases(self.state, runs),
+            "gaps": gap_groups(self.state),
             "actions": [a.to_dict() for a in self.state.actions.running()],
         }
 
@@ -148,8 +154,9 @@ class Hub:
         body = dict(message)
         if watch is not None:
             body["watch"] = watch
+        text = orjson.dumps(body).decode()  # a message that cannot be encoded is our bug: logged, not a client's
         try:
-            await asyncio.wait_for(ws.send_text(orjson.dumps(body).decode()), timeout=10)
+            await asyncio.wait_for(ws.send_text(text), timeout=10)
         except Exception:  # noqa: BLE001 - a client that cannot take a message is dropped, whatever the cause
             self.clients.pop(ws, None)
 

@@ -125,6 +125,7 @@ function onMessage(m) {
   page.live = m;
   renderSync(m.sync || []);
   renderVerify(m.verify);
+  renderHealth(m);
   if (m.watch && m.watch.job && m.watch.job.jobId === page.jobId) renderJob(m.watch);
   if (page.view === "jobs") refreshJobs();
 }
@@ -197,22 +198,16 @@ function renderSync(consumers) {
 }
 
 function renderVerify(v) {
-  // the newest recorded run per alias (CLI, this server, a schedule), then this server's last check if it failed
-  const box = $("verify-last");
+  // each alias's last run is in the "Last verified" table (health.js); here only a verify this
+  // server started that could not run at all (exit 2 or 3), which recorded no result to show
   if (!v) return;
-  const rows = (v.runs || []).map((r) => {
-    const drift = (r.missing || 0) + (r.extra || 0) + (r.stale || 0) + (r.duplicates || 0);
-    const what = r.status === "failed" ? "FAILED: " + (r.error || "") : drift ? "DRIFT" : "clean";
-    return el("div", { class: drift || r.status === "failed" ? "error-box" : "", "data-alias": r.alias },
-      `${r.alias}: ${what} · ${r.repair ? "repair" : "verify"} (${r.trigger}) ended ${when(r.finished_at)} · checked ${num(r.checked)}, ` +
-      `missing ${num(r.missing)}, extra ${num(r.extra)}, stale ${num(r.stale)}, duplicates ${num(r.duplicates)}, index holds ${num(r.index_docs)}`);
-  });
   const a = v.lastAction;
+  const rows = [];
   if (a && a.exit_code !== null && a.exit_code > 1) {
     const why = a.stderr_tail ? a.stderr_tail.trim().split("\n").slice(-1)[0] : "";
     rows.push(el("div", { class: "error-box" }, `${a.kind} started here ${when(a.started_at)}: ${a.outcome}${why ? " · " + why : ""}`));
   }
-  if (rows.length) box.replaceChildren(...rows);
+  $("verify-last").replaceChildren(...rows);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -116,3 +116,38 @@ def test_a_password_is_written_as_an_environment_variable(cli: Path, services: d
         with admin.begin() as conn:
             conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
         admin.dispose()
+
+
+@pytest.mark.postgres
+def test_log_capture_is_proposed_only_where_check_passes(cli: Path, services: dict[str, str], tmp_path: Path) -> None:
+    """A role without REPLICATION on a wal_level=logical server: the change source's own check
+    passes, but `check` (and the reindex's guard) fails the file if init writes `sync:` active.
+    Init must leave it commented, naming the privilege; with the privilege it is written active."""
+    url = sa.make_url(services["postgres"])
+    schema, role = "t_init_norepl", "t_init_norepl_role"
+    admin = sa.create_engine(url.set(drivername="postgresql+psycopg"))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        conn.exec_driver_sql(f'DROP ROLE IF EXISTS "{role}"')
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN NOREPLICATION')
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}" AUTHORIZATION "{role}"')
+        conn.exec_driver_sql(f'CREATE TABLE "{schema}".thing (id integer PRIMARY KEY, label text)')
+        conn.exec_driver_sql(f'ALTER TABLE "{schema}".thing OWNER TO "{role}"')
+    try:
+        source = url.set(username=role).update_query_dict({"options": f"-csearch_path={schema}"})
+        out = tmp_path / "pipeline.yaml"
+        done = run(cli, "--source", source.render_as_string(hide_password=False), "-o", str(out))
+        assert done.returncode == 0, done.stderr
+        loaded = yaml.safe_load(out.read_text())
+        assert "sync" not in loaded, out.read_text()
+        assert "REPLICATION" in out.read_text()
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f'ALTER ROLE "{role}" REPLICATION')
+        done = run(cli, "--source", source.render_as_string(hide_password=False), "-o", str(out), "--force")
+        assert done.returncode == 0, done.stderr
+        assert yaml.safe_load(out.read_text())["sync"] == {"source": "log"}
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            conn.exec_driver_sql(f'DROP ROLE IF EXISTS "{role}"')
+        admin.dispose()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
+#: a password runs to the userinfo's "@": it may hold "/", "?" or "#" (SQLAlchemy reads
+#: ``postgresql://u:pa/ss@h/db`` as the password "pa/ss"); over-hiding a port is the safe side
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@\s]*)@")
 _QUERY_SECRET = re.compile(r"(?i)(?P<key>(?:password|passwd|pwd|token|api_key|apikey|secret)=)[^&\s]*")
 
 

@@ -104,6 +104,14 @@ def _close(found: SourceFindings) -> None:
         target.close()
 
 
+#: checks a run does not stop on, though ``check`` fails them: each is judged on evidence the run
+#: may not need (a resumed job's catch-up slot exists already; a slot count against another
+#: consumer group), or a managed server grants it another way (RDS's rds_replication role has
+#: no rolreplication flag), or a version below the tested one may still do what this run needs;
+#: a run that truly cannot proceed fails at that step with its own error
+ADVISORY_IN_A_RUN = frozenset({"postgres.replication_slots", "postgres.replication_privilege", "target.version"})
+
+
 def guard(pipeline: Pipeline, scope: Scope, aliases: Sequence[str] | None = None, stream: TextIO | None = None) -> None:
     """What ``reindex`` and ``sync`` call first: the checks their run needs, without the probes
     that write (the run makes those writes itself a moment later). Warnings are printed and the
@@ -111,11 +119,13 @@ def guard(pipeline: Pipeline, scope: Scope, aliases: Sequence[str] | None = None
     stops with exit 2 (:class:`ConfigError`) before it touches anything."""
     checks = run_checks(pipeline, Options(scope=scope, aliases=aliases, probe_writes=False))
     out = stream or sys.stderr
+    stopping = [c for c in checks if c.blocking and c.name not in ADVISORY_IN_A_RUN]
     for check in checks:
-        if check.status == "WARN" or check.blocking:
+        if check in stopping or check.status == "WARN":
             out.write(check.line() + "\n")
+        elif check.status == "FAIL":  # the run meets it itself: retried if transient, else its own error
+            out.write(check.line() + "  (the run goes on and meets this itself)\n")
     out.flush()
-    stopping = [c for c in checks if c.blocking]
     if stopping:
         raise ConfigError(
             f"{pipeline.origin}: {len(stopping)} preflight check(s) failed (listed above); "

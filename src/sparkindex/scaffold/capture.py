@@ -119,10 +119,24 @@ def _log_problems(pipeline: Pipeline, source: Source, plans: dict[str, IndexPlan
             changes.close()
         return None
 
-    server = refused([])
+    server = refused([]) or _server_prerequisites(candidate, source)
     if server is not None or refused(tables) is None:
         return server, []
     return None, [p for t in tables if (p := refused([t])) is not None]
+
+
+def _server_prerequisites(pipeline: Pipeline, source: Source) -> str | None:
+    """What ``check`` fails on the server that the change source's own check leaves to the first
+    slot or binlog read (the REPLICATION privilege, the wal2json plugin, a free slot, grants):
+    a ``sync:`` written active there would make ``check`` and the first ``reindex`` refuse the
+    file init just wrote."""
+    from sparkindex.preflight.changes_mysql import check_mysql_changes
+    from sparkindex.preflight.changes_postgres import check_postgres_changes
+    from sparkindex.preflight.model import Options
+
+    probe = check_postgres_changes if source.dialect_name == "postgresql" else check_mysql_changes
+    failed = [c for c in probe(pipeline, source, [], Options(scope="sync")) if c.status == "FAIL"]
+    return "; ".join(f"{c.detail} ({c.fix})" if c.fix else c.detail for c in failed) or None
 
 
 def _reason(exc: BaseException) -> str:

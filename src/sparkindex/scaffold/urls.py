@@ -18,7 +18,8 @@ import sqlalchemy as sa
 SOURCE_PASSWORD = "SPARKINDEX_SOURCE_PASSWORD"
 TARGET_PASSWORD = "SPARKINDEX_TARGET_PASSWORD"
 
-_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@/\s]+)(?P<tail>@)")
+#: the password runs to the userinfo's "@" ("/", "?" and "#" included, as SQLAlchemy reads it)
+_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@\s]+)(?P<tail>@)")
 _QUERY = re.compile(r"(?i)(?P<head>[?&](?:password|passwd|pwd|token|api_key|apikey|secret)=)(?P<secret>[^&\s]+)")
 
 

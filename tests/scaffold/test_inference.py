@@ -214,3 +214,43 @@ def test_unbounded_text_keys_are_not_called_large_text(tmp_path: Path) -> None:
     graph = reflect(url)
     assert choose_columns(graph.table("person")).large_text == ("bio",)
     assert choose_columns(graph.table("note")).large_text == ("body",)
+
+
+def test_link_tables_with_a_surrogate_key_or_their_own_data_are_many_to_many(tmp_path: Path) -> None:
+    """Django's many-to-many table (an `id` beside the two foreign keys) and a link that records
+    when it was made are link tables too: the entities on both sides stay roots, and the link's
+    own columns ride in the nested element. A link-shaped table others reference is an entity."""
+    meta = sa.MetaData()
+    for name in ("book", "author", "tag"):
+        sa.Table(name, meta, sa.Column("id", sa.Integer(), primary_key=True), sa.Column("name", sa.String(40)))
+    sa.Table(
+        "book_author",
+        meta,
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("book_id", sa.Integer(), sa.ForeignKey("book.id"), nullable=False),
+        sa.Column("author_id", sa.Integer(), sa.ForeignKey("author.id"), nullable=False),
+    )
+    sa.Table(
+        "book_tag",
+        meta,
+        sa.Column("book_id", sa.Integer(), sa.ForeignKey("book.id"), primary_key=True),
+        sa.Column("tag_id", sa.Integer(), sa.ForeignKey("tag.id"), primary_key=True),
+        sa.Column("added", sa.String(20)),
+    )
+    url = f"sqlite:///{tmp_path / 'links.db'}"
+    engine = sa.create_engine(url)
+    meta.create_all(engine)
+    engine.dispose()
+    graph = reflect(url)
+    assert graph.is_link("book_author") and graph.is_link("book_tag")
+    assert sorted(choose_roots(graph)) == ["author", "book", "tag"]
+    book = infer_index(graph, "book", 3)
+    through_author = relation(book, "book_author")
+    assert through_author.kind == "nested" and through_author.link_to == "author"
+    through_tag = relation(book, "book_tag")
+    assert through_tag.link_to == "tag" and "added" in through_tag.columns.kept
+
+
+def test_a_link_shaped_table_that_others_reference_is_an_entity(graph: SchemaGraph) -> None:
+    # TPC-H's partsupp: two NOT NULL foreign keys as its key, and lineitem references it
+    assert graph.table("partsupp").has_link_shape and not graph.is_link("partsupp")

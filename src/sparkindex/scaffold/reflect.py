@@ -100,14 +100,16 @@ class TableFacts:
         return "unique key" if self.key is not None else None
 
     @property
-    def is_link(self) -> bool:
-        """A pure link table of a many-to-many relation: two NOT NULL foreign keys to other
-        tables, whose columns together are its key and are all its columns."""
+    def has_link_shape(self) -> bool:
+        """Shaped as the link table of a many-to-many relation: two NOT NULL foreign keys to other
+        tables, whose columns are its key, or beside a one-column surrogate key (Django's ``id``).
+        Other columns are the link's own data (when a tag was added), kept in the nested element."""
         refs = [r for r in self.references if r.ref_table != self.name]
-        if len(refs) != 2 or any(r.nullable for r in refs):
+        if len(refs) != 2 or any(r.nullable for r in refs) or self.key is None:
             return False
         linked = {c for r in refs for c in r.columns}
-        return self.key is not None and set(self.key) == linked == set(self.column_names)
+        surrogate = len(self.key) == 1 and self.key[0] not in linked
+        return set(self.key) == linked or surrogate
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,13 @@ class SchemaGraph:
 
     def table(self, name: str) -> TableFacts:
         return self.tables[name]
+
+    def is_link(self, name: str) -> bool:
+        """A link table: link-shaped, and no table references it. A table others reference
+        (TPC-H's partsupp, which lineitem does) is an entity of its own, whatever its shape."""
+        return self.tables[name].has_link_shape and not any(
+            r.ref_table == name for t in self.tables.values() if t.name != name for r in t.references
+        )
 
     def referencing(self, name: str) -> list[Reference]:
         """Foreign keys of every table (itself included) that reference *name*, in name order."""

@@ -96,10 +96,10 @@ def choose_roots(graph: SchemaGraph, wanted: list[str] | None = None) -> list[st
         return list(dict.fromkeys(wanted))
     referenced: set[str] = set()
     for table in graph.tables.values():
-        if table.is_link:
+        if graph.is_link(table.name):
             continue
         referenced.update(r.ref_table for r in table.references if r.ref_table != table.name and not r.nullable)
-    roots = [t for t in graph.tables.values() if t.name not in referenced and not t.is_link]
+    roots = [t for t in graph.tables.values() if t.name not in referenced and not graph.is_link(t.name)]
     if not roots:
         raise UsageError(
             "no root table: every table is referenced by another through a NOT NULL foreign key (a cycle); "
@@ -214,7 +214,7 @@ class _Walk:
             name, "nested", child.name, ref.ref_columns, ref.columns, choose_columns(child), order_by=child.key
         )
         order = ", ".join(child.key)
-        if child.is_link:
+        if self.graph.is_link(child.name):
             rel.link_to = next(r.ref_table for r in child.references if r != ref)
             rel.notes.append(
                 f"many-to-many: {root} <-> {rel.link_to} through the link table {child.name} "

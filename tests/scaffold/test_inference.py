@@ -193,7 +193,6 @@ def test_left_out_columns_are_listed_with_why(graph: SchemaGraph) -> None:
     assert choose_columns(graph.table("orders")).explicit is None  # nothing left out: no list
 
 
-
 def test_unbounded_text_keys_are_not_called_large_text(tmp_path: Path) -> None:
     """PostgreSQL schemas key rows by `text` (handles, slugs, codes): short identifiers, not the
     prose whose size the comment warns about."""
@@ -254,3 +253,25 @@ def test_link_tables_with_a_surrogate_key_or_their_own_data_are_many_to_many(tmp
 def test_a_link_shaped_table_that_others_reference_is_an_entity(graph: SchemaGraph) -> None:
     # TPC-H's partsupp: two NOT NULL foreign keys as its key, and lineitem references it
     assert graph.table("partsupp").has_link_shape and not graph.is_link("partsupp")
+
+
+def test_rows_are_counted_no_further_than_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table the server has no estimate for (SQLite; PostgreSQL before ANALYZE) is counted,
+    but never past the limit: init on a freshly restored large database reads a bounded prefix."""
+    import sparkindex.scaffold.reflect as reflect_module
+
+    url = f"sqlite:///{tmp_path / 'big.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE big (id INTEGER PRIMARY KEY)")
+        conn.exec_driver_sql(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500) "
+            "INSERT INTO big SELECT i FROM n"
+        )
+    engine.dispose()
+    monkeypatch.setattr(reflect_module, "EXACT_COUNT_LIMIT", 100)
+    big = reflect(url).table("big")
+    assert (big.rows, big.rows_estimated) == (100, True)
+    monkeypatch.setattr(reflect_module, "EXACT_COUNT_LIMIT", 1000)
+    big = reflect(url).table("big")
+    assert (big.rows, big.rows_estimated) == (500, False)

@@ -218,7 +218,14 @@ def count_rows(source: Source, info: TableInfo) -> tuple[int, bool]:
     estimate = _estimate(source, info.name)
     if estimate is not None and estimate >= EXACT_COUNT_LIMIT:
         return estimate, True
-    return source.count(info), False
+    # never analysed (reltuples -1 or 0) or a stale InnoDB estimate: count, but never past the
+    # limit, so a freshly restored large table costs a bounded read instead of a full scan
+    capped = sa.select(sa.func.count()).select_from(
+        sa.select(sa.literal(1)).select_from(info.table).limit(EXACT_COUNT_LIMIT).subquery()
+    )
+    with source.connect(f"the row count of table {info.name!r}") as conn:
+        rows = int(conn.execute(capped).scalar() or 0)
+    return rows, rows >= EXACT_COUNT_LIMIT
 
 
 def _estimate(source: Source, name: str) -> int | None:

@@ -41,6 +41,11 @@ def test_json_shape_and_exit_codes(tmp_path: Path, cli: Path) -> None:
     disk = next(c for c in body["checks"] if c["name"] == "target.disk")
     assert disk["status"] == "WARN" and disk["fix"], disk
 
+    run, body = check_json(cli, config, "--index", "nope")  # an unknown alias: the same JSON shape
+    assert run.returncode == 2 and body["ok"] is False, run.stderr
+    assert [(c["name"], c["status"]) for c in body["checks"]] == [("index", "FAIL")]
+    assert "'nope'" in body["checks"][0]["detail"] and "products" in body["checks"][0]["detail"]
+
     run, body = check_json(cli, _cluster_pipeline(tmp_path / "cluster"))
     assert run.returncode == 2, run.stderr
     assert body["ok"] is False

@@ -56,7 +56,10 @@ def check(
     except ConfigError as exc:  # one FAIL line too: tools reading --json get the same shape
         checks = [fail("config", str(exc), f"correct {config} where the message says")]
     else:
-        checks = run_checks(pipeline, options)
+        try:
+            checks = run_checks(pipeline, options)
+        except UsageError as exc:  # an unknown --index: the same shape, one FAIL line
+            checks = [fail("index", str(exc), "name aliases the pipeline defines with --index")]
     console = err if json else out
     for c in checks:
         _show(console, c.status, c.line())

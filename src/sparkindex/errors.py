@@ -88,6 +88,3 @@ class LogGap(PermanentError):
         self.stored = stored
         self.available = available
 
-
-class JobStopped(SparkIndexError):
-    """The job was stopped by a user; a rerun resumes it."""

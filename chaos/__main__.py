@@ -1,4 +1,4 @@
-"""``python -m chaos [--seed S] [--trials N | --only-trial I]``: the campaign.
+"""``python -m chaos [--seed S] [--trials N [--from-trial F] | --only-trial I]``: the campaign.
 
 Prints one JSON line per trial, then a summary line; a failing trial prints the command that
 replays it. Exits 0 when every trial is clean, 1 otherwise.
@@ -28,11 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=int(os.environ.get("CHAOS_SEED", "1")))
     parser.add_argument("--trials", type=int, default=int(os.environ.get("CHAOS_TRIALS", "30")))
     parser.add_argument("--only-trial", type=int, default=None, help="replay this one trial of the campaign")
+    parser.add_argument(
+        "--from-trial", type=int, default=0, help="start at this trial (a campaign continued where another stopped)"
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="where trials keep logs (default: a temp dir)")
     parser.add_argument("--plan", action="store_true", help="print the plans, run nothing")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    trials = [args.only_trial] if args.only_trial is not None else list(range(args.trials))
+    trials = [args.only_trial] if args.only_trial is not None else list(range(args.from_trial, args.trials))
     if args.plan:
         for i in trials:
             print(orjson.dumps(plan_trial(args.seed, i), default=str).decode())

@@ -102,14 +102,19 @@ class TableFacts:
     @property
     def has_link_shape(self) -> bool:
         """Shaped as the link table of a many-to-many relation: two NOT NULL foreign keys to other
-        tables, whose columns are its key, or beside a one-column surrogate key (Django's ``id``).
+        tables, whose columns are its key, or a unique key beside a one-column surrogate key
+        (Django's ``id`` with its unique pair).
         Other columns are the link's own data (when a tag was added), kept in the nested element."""
         refs = [r for r in self.references if r.ref_table != self.name]
         if len(refs) != 2 or any(r.nullable for r in refs) or self.key is None:
             return False
         linked = {c for r in refs for c in r.columns}
+        if set(self.key) == linked:
+            return True
+        # a surrogate key is a link's only when a unique key says each pair is linked once: a
+        # forum post (its own id, its thread, its author) is an entity, not a link
         surrogate = len(self.key) == 1 and self.key[0] not in linked
-        return set(self.key) == linked or surrogate
+        return surrogate and any(set(u) == linked for u in self.unique_keys)
 
 
 @dataclass(frozen=True)

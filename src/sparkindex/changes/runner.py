@@ -121,6 +121,9 @@ class SyncRun(GapHealing):
         self.streaming = threading.Event()
         self.on_ack: Callable[[int], None] | None = None
         self.error: BaseException | None = None
+        #: why the sink gave the current query up (the store out of reach): the query is ended
+        #: and started again from the acknowledged position, never raised back through Py4J
+        self._sink_failure: str | None = None
         #: a bounded run that found nothing more up to the head it recorded at start
         self._caught_up = False
         #: the error events already shown on the terminal: (kind, count) per kind
@@ -303,6 +306,7 @@ class SyncRun(GapHealing):
         from sparkindex.spark.stream import StreamSpec, register_change_source
 
         spark = self._spark()
+        self._sink_failure = None
         wire = self.pipeline.wire_string()
         fmt = register_change_source(spark, wire, f"{self.run_id}_{attempt}")
         spec = StreamSpec(
@@ -339,7 +343,7 @@ class SyncRun(GapHealing):
         """Wait until stopped, caught up, or the query failed (each poll blocks on the query)."""
         next_events = 0.0
         while not self.stop_requested.is_set():
-            if query.awaitTermination(0.2):
+            if query.awaitTermination(0.2) or self._sink_failure is not None:
                 break
             self._maybe_apply_deferred()
             if not self._batch_running.is_set():
@@ -363,8 +367,10 @@ class SyncRun(GapHealing):
         deadline = time.monotonic() + 60
         while self._batch_running.is_set() and time.monotonic() < deadline:
             query.awaitTermination(0.1)
+        if self._sink_failure is not None:
+            return self._sink_failure
         exc = query.exception() if self.error is None else None
-        return None if exc is None else str(exc).splitlines()[0][:1000]
+        return None if exc is None else brief(exc)[:1000]
 
     def _show_events(self) -> None:
         """Errors counted by the log reader and the apply tasks (processes Spark owns, whose logs
@@ -437,37 +443,46 @@ class SyncRun(GapHealing):
 
     # -- the sink ----------------------------------------------------------------------------------
     def _sink(self, spark: Any, wire: str, batch: Any, batch_id: int) -> None:
-        from sparkindex.spark.stream import SUMMARY_DDL, ApplyTasks
-
-        if self.stop_requested.is_set() or self.error is not None:
+        if self.stop_requested.is_set() or self.error is not None or self._sink_failure is not None:
             return  # a batch after an abandoned one is never applied, so never acknowledged past it
         self._batch_running.set()
         try:
-            backoff = Backoff(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
-            while True:
-                saved = self._wait_for_holds()
-                plan = {a: (self._index(a), saved[a].position) for a in self.aliases}
-                run = {"job_id": f"sync:{self.group}", "group": self.group}
-                try:
-                    rows = batch.mapInArrow(ApplyTasks(wire, run, plan), SUMMARY_DDL).collect()
-                    break
-                except Exception as exc:  # noqa: BLE001 - Spark's errors reach us as any class
-                    # Raising here would go back through Py4J, which prints a traceback; the batch
-                    # is abandoned instead: not acknowledged, so the next run applies it again.
-                    if self.stop_requested.is_set():
-                        log.info("batch %d abandoned while stopping (not acknowledged): %s", batch_id, brief(exc))
-                        return
-                    if is_permanent(exc):
-                        self.error = as_error(exc)
-                        self.stop_requested.set()
-                        return
-                    delay = backoff.next_delay()
-                    self._count("apply", brief(exc))
-                    log.warning("applying batch %d failed (retrying in %.1f s): %s", batch_id, delay, brief(exc))
-                    self.stop_requested.wait(delay)
-            self._acknowledge(rows, plan)
+            self._apply_batch(spark, wire, batch, batch_id)
+        except Exception as exc:  # noqa: BLE001 - raising here would go back through Py4J (a traceback)
+            # the store out of reach while holds were read or the batch acknowledged: the batch is
+            # abandoned unacknowledged, the query ends, and the next starts from the acknowledged
+            # position (a batch applied but not acknowledged is applied again, versions keep order)
+            self._sink_failure = f"batch {batch_id} abandoned: {brief(exc)}"
+            log.warning("%s; the stream starts again from the acknowledged position", self._sink_failure)
         finally:
             self._batch_running.clear()
+
+    def _apply_batch(self, spark: Any, wire: str, batch: Any, batch_id: int) -> None:
+        from sparkindex.spark.stream import SUMMARY_DDL, ApplyTasks
+
+        backoff = Backoff(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
+        while True:
+            saved = self._wait_for_holds()
+            plan = {a: (self._index(a), saved[a].position) for a in self.aliases}
+            run = {"job_id": f"sync:{self.group}", "group": self.group}
+            try:
+                rows = batch.mapInArrow(ApplyTasks(wire, run, plan), SUMMARY_DDL).collect()
+                break
+            except Exception as exc:  # noqa: BLE001 - Spark's errors reach us as any class
+                # Raising here would go back through Py4J, which prints a traceback; the batch
+                # is abandoned instead: not acknowledged, so the next run applies it again.
+                if self.stop_requested.is_set():
+                    log.info("batch %d abandoned while stopping (not acknowledged): %s", batch_id, brief(exc))
+                    return
+                if is_permanent(exc):
+                    self.error = as_error(exc)
+                    self.stop_requested.set()
+                    return
+                delay = backoff.next_delay()
+                self._count("apply", brief(exc))
+                log.warning("applying batch %d failed (retrying in %.1f s): %s", batch_id, delay, brief(exc))
+                self.stop_requested.wait(delay)
+        self._acknowledge(rows, plan)
 
     def _acknowledge(self, rows: list[Any], plan: Mapping[str, tuple[str, int]]) -> None:
         end = next((r for r in rows if r["alias"] is None), None)

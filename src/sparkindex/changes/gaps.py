@@ -29,7 +29,7 @@ import orjson
 
 from sparkindex.changes.source import ChangeSource, Gap
 from sparkindex.config.model import Pipeline
-from sparkindex.config.secrets import redact_url
+from sparkindex.config.secrets import error_line
 from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
 from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.errors import LogGap, TransientError
@@ -124,12 +124,6 @@ def reconcile(
     return reconciled, rejected
 
 
-def _first_line(exc: BaseException) -> str:
-    """What the history keeps of an error: its first line, any password in a URL hidden."""
-    text = str(exc).strip()
-    return redact_url(text.splitlines()[0]) if text else type(exc).__name__
-
-
 class GapHealing:
     """The part of a sync run (:class:`sparkindex.changes.runner.SyncRun`) that proves its log can
     serve the stored offsets, heals or refuses gaps, and stores the head a bounded run caught up
@@ -181,7 +175,7 @@ class GapHealing:
             self._reconcile(gaps, recorded)
         except BaseException as exc:
             # a log gone backwards is refused; anything else leaves the gap for the next start
-            self._gaps_ended(recorded, "refused" if isinstance(exc, LogGap) else "failed", detail=_first_line(exc))
+            self._gaps_ended(recorded, "refused" if isinstance(exc, LogGap) else "failed", detail=error_line(exc))
             raise
         return True
 

@@ -14,3 +14,13 @@ def redact_url(text: str) -> str:
     """Hide the password of every URL in *text* (and secret-looking query parameters)."""
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
     return _QUERY_SECRET.sub(lambda m: f"{m['key']}***", text)
+
+
+def error_line(exc: object) -> str:
+    """An error's first non-empty line, its passwords hidden: drivers append context lines and
+    SQL, and echo connection strings. SQLAlchemy's wrapper is skipped for the driver's own text."""
+    orig = getattr(exc, "orig", None)
+    for line in redact_url(str(orig if orig is not None else exc)).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__

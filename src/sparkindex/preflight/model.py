@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sparkindex.config.secrets import redact_url
+from sparkindex.config.secrets import error_line, redact_url
 
 Status = Literal["OK", "WARN", "FAIL"]
 #: ``check`` runs everything; a run's hook runs what that run needs (see :mod:`.runner`)
@@ -85,11 +85,7 @@ class Options:
     connect_timeout_s: float = 5.0
 
 
-def first_line(exc: BaseException) -> str:
-    """An error's first line (drivers append context lines and SQL), its password hidden."""
-    orig = getattr(exc, "orig", None)  # SQLAlchemy wraps the driver's error
-    text = str(orig if orig is not None else exc).strip() or type(exc).__name__
-    return redact_url(text.splitlines()[0])
+first_line = error_line  # one helper for every error line shown to a person
 
 
 def existing_ancestor(path: Path) -> Path:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from sparkindex.config.model import normalize_url
-from sparkindex.config.secrets import redact_url
+from sparkindex.config.secrets import error_line, redact_url
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source
 from sparkindex.sources.registry import open_source
@@ -72,9 +72,4 @@ def _probe(url: sa.URL, shown: str) -> None:
         engine.dispose()
 
 
-def first_line(exc: object) -> str:
-    """The first non-empty line of an error, passwords hidden (drivers echo connection strings)."""
-    for line in redact_url(str(exc)).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(exc).__name__
+first_line = error_line  # one helper for every error line shown to a person

@@ -24,7 +24,10 @@ MASTER_FIX = (
 
 
 def check_spark(pipeline: Pipeline, options: Options) -> list[Check]:
-    return [_master(pipeline.spark.master, options.connect_timeout_s), _java(options.connect_timeout_s)]
+    master = _master(pipeline.spark.master, options.connect_timeout_s)
+    if options.scope != "check":  # a run starts the JVM moments later: no second JVM start-up before it
+        return [master]
+    return [master, _java(options.connect_timeout_s)]
 
 
 def _master(master: str, timeout_s: float) -> Check:

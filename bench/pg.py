@@ -12,7 +12,7 @@ import orjson
 import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.demo.shop import generate_shop, write_demo_pipeline
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder

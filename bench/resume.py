@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from bench.large import large_dataset, run_cli, spawn_reindex
 from bench.memory import kill_tree
 from sparkindex.config import load_pipeline
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 
 
 class AckProbe:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 
 log = logging.getLogger("chaos.workload")
 

@@ -15,7 +15,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from sparkindex.config.model import SparkConfig
+    from sparkindex.config.connections import SparkConfig
     from sparkindex.spark.session import build_session
 
     session = build_session(SparkConfig(master="local[2,4]"))

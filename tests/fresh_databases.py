@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 
 DIALECTS = [
     pytest.param("sqlite", id="sqlite"),

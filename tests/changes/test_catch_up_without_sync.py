@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop

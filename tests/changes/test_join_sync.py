@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop
 from tests.support.http_proxy import HttpProxy
 from tests.support.osmem import *  # noqa: F403 (the osmem, osmem_cluster and fault_proxy fixtures)

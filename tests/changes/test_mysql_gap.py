@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.changes.source import WatchedTable
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.demo.shop import generate_shop
 from sparkindex.errors import ConfigError, LogGap, TransientError
 from sparkindex.sources.mysql.changes import MysqlChangeSource, gtid_seq

@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.changes.runner import SyncSummary
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import generate_shop

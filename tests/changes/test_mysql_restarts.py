@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.demo.shop import generate_shop
 from tests.changes.helpers import Shop, assert_sync_survives_a_restart, write_pipeline
 from tests.e2e.shop import copy_shop, fresh_database

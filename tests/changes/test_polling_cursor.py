@@ -18,7 +18,7 @@ from sqlalchemy.dialects import mysql
 
 from sparkindex.changes.source import ChangeSource, WatchedTable, open_change_source
 from sparkindex.config import load_pipeline
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.documents.versions import external_version
 from sparkindex.sources.registry import open_source
 from tests.changes.helpers import HOSTILE

@@ -17,7 +17,8 @@ import sqlalchemy as sa
 
 from sparkindex.changes.runner import SyncRun, SyncSummary
 from sparkindex.config import load_pipeline
-from sparkindex.config.model import Pipeline, normalize_url
+from sparkindex.config.model import Pipeline
+from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop

@@ -15,7 +15,8 @@ import sqlalchemy as sa
 import tantivy
 
 from sparkindex.config import load_pipeline
-from sparkindex.config.model import Pipeline, normalize_url
+from sparkindex.config.model import Pipeline
+from sparkindex.config.urls import normalize_url
 from sparkindex.documents.builder import BuiltDocument
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.tantivy import TantivyTarget

@@ -59,7 +59,7 @@ def fresh_database(server_url: str, name: str) -> str:
     """Create (or recreate) database *name* on a PostgreSQL/MySQL server; return its URL."""
     import sqlalchemy as sa
 
-    from sparkindex.config.model import normalize_url
+    from sparkindex.config.urls import normalize_url
 
     url = sa.make_url(normalize_url(server_url))
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")

@@ -23,7 +23,8 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
-from sparkindex.config.model import Pipeline, normalize_url
+from sparkindex.config.model import Pipeline
+from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.engine import make_engine
 from sparkindex.coordination.states import JobStatus, PartitionStatus

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from tests.e2e.shop import copy_shop
 from tests.e2e.shop import fresh_database as fresh_server_database
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from tests.e2e.shop import make_shop
 from tests.explain.helpers import explain_json, run_cli, tree
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from sparkindex.config.model import IndexConfig
+from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents import resolve_index
 from sparkindex.jobs.source_lookup import SourceLookup
 from sparkindex.keys import document_id

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.config.model import normalize_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.sources.base import Source
 from sparkindex.sources.registry import open_source
 from tests.sources import fixture_data

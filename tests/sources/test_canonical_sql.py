@@ -15,7 +15,7 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.config.model import IndexConfig, RelationConfig
+from sparkindex.config.indexes import IndexConfig, RelationConfig
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import BuiltDocument
 from sparkindex.documents.floats import restore_floats

@@ -19,7 +19,7 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.config.model import FieldOverride, IndexConfig, RelationConfig
+from sparkindex.config.indexes import FieldOverride, IndexConfig, RelationConfig
 from sparkindex.demo.shop import shop_index_config
 from sparkindex.documents import BuiltDocument, DocumentBuilder, infer_mapping, resolve_index
 from sparkindex.documents.mapping import field_type

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.config.model import IndexConfig, normalize_url
+from sparkindex.config.indexes import IndexConfig
+from sparkindex.config.urls import normalize_url
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.errors import ConfigError, TransientError

@@ -47,7 +47,7 @@ def test_a_settled_dump_becomes_the_archive(tmp_path: Path) -> None:
 
 
 SESSION = (
-    "from sparkindex.config.model import SparkConfig\n"
+    "from sparkindex.config.connections import SparkConfig\n"
     "from sparkindex.spark.session import build_session\n"
     "spark = build_session(SparkConfig(master='local[1]'))\n"
     "print(spark.range(3).count())\n"

@@ -16,7 +16,7 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.config.model import FieldOverride, IndexConfig, RelationConfig
+from sparkindex.config.indexes import FieldOverride, IndexConfig, RelationConfig
 from sparkindex.demo.shop import shop_index_config
 from sparkindex.documents import (
     BuiltDocument,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sparkindex.config.model import IndexConfig
+from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.from_index import IndexDocumentBuilder, resolve_index_source
 from sparkindex.documents.hashing import content_hash, dumps_document

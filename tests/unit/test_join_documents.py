@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from tests.fresh_databases import DIALECTS, fresh_database
 
 from sparkindex.config import parse_pipeline
-from sparkindex.config.model import IndexConfig, JoinConfig, RelationConfig
+from sparkindex.config.indexes import IndexConfig, JoinConfig, RelationConfig
 from sparkindex.documents import infer_mapping, resolve_index
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
 from sparkindex.documents.join import split_child_id

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.config.model import IndexConfig
+from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.keys import document_id, dump_key, load_key, split_document_id

@@ -21,7 +21,8 @@ import sqlalchemy as sa
 from tests.e2e.guarantee_helpers import pg_table, write_pipeline
 from tests.e2e.shop import make_shop, wait_for
 
-from sparkindex.config.model import Pipeline, normalize_url
+from sparkindex.config.model import Pipeline
+from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore

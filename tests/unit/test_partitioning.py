@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from sparkindex.config.model import IndexConfig, JobConfig
+from sparkindex.config.indexes import IndexConfig
+from sparkindex.config.job import JobConfig
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.sources.base import KeyRange, Source, TableInfo
 from sparkindex.sources.partitioning import distinct_in_order, integer_ranges, ranges_from_boundaries

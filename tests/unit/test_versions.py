@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from tests.fresh_databases import DIALECTS, fresh_database
 
-from sparkindex.config.model import IndexConfig
+from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.versions import MAX_VERSION, external_version

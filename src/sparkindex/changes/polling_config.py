@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sparkindex.config.model import ChangesConfig, IndexConfig, Pipeline, RelationConfig
+from sparkindex.config.indexes import IndexConfig, RelationConfig
+from sparkindex.config.model import Pipeline
+from sparkindex.config.sync import ChangesConfig
 from sparkindex.errors import ConfigError
 
 

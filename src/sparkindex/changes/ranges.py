@@ -12,7 +12,8 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 
 from sparkindex.changes.model import Change
-from sparkindex.config.model import IndexConfig, Pipeline
+from sparkindex.config.indexes import IndexConfig
+from sparkindex.config.model import Pipeline
 
 log = logging.getLogger(__name__)
 

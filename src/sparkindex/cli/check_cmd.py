@@ -19,7 +19,7 @@ from rich.text import Text
 
 from sparkindex.cli.render import err, out
 from sparkindex.config import load_pipeline
-from sparkindex.config.model import parse_span
+from sparkindex.config.job import parse_span
 from sparkindex.errors import ConfigError, UsageError
 
 STYLE = {"OK": "green", "WARN": "yellow", "FAIL": "bold red"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.markup import escape
 
 from sparkindex.cli.render import err
-from sparkindex.config.model import Pipeline, parse_span
+from sparkindex.config.job import parse_span
+from sparkindex.config.model import Pipeline
 from sparkindex.errors import UsageError
 from sparkindex.jobs.gc import GcReport, collect_garbage
 

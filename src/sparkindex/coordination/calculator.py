@@ -12,7 +12,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparkindex.config.model import IndexConfig, JobConfig
+from sparkindex.config.indexes import IndexConfig
+from sparkindex.config.job import JobConfig
 from sparkindex.coordination.records import PartitionSpec
 from sparkindex.sources.base import Source, TableInfo
 

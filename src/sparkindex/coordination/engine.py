@@ -14,8 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from sparkindex.config.model import normalize_url
 from sparkindex.config.secrets import redact_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.tables import SCHEMA_VERSION, Tables
 from sparkindex.errors import ConfigError, PermanentError
 

@@ -10,7 +10,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from sparkindex.config.model import IndexConfig, RelationConfig
+from sparkindex.config.indexes import IndexConfig, RelationConfig
 
 WORDS = [
     "solid",

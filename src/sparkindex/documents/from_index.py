@@ -14,7 +14,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from sparkindex.config.model import IndexConfig
+from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Page
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.mapping import Mapping, with_overrides

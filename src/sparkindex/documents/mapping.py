@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sparkindex.config.model import FieldOverride
+from sparkindex.config.indexes import FieldOverride
 from sparkindex.documents.overrides import field_paths, merge_properties
 from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.errors import ConfigError

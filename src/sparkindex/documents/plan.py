@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from sparkindex.config.model import IndexConfig, RelationConfig
+from sparkindex.config.indexes import IndexConfig, RelationConfig
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source, TableInfo
 

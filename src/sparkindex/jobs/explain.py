@@ -23,7 +23,8 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from sparkindex.config.model import IndexConfig, Pipeline
+from sparkindex.config.indexes import IndexConfig
+from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Page, choose_builder
 from sparkindex.documents.mapping import Mapping

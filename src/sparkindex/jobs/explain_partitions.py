@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from sparkindex.config.model import JobConfig
+from sparkindex.config.job import JobConfig
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.records import PartitionSpec
 from sparkindex.documents.plan import IndexPlan

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sparkindex.config.model import IndexConfig, Pipeline
+from sparkindex.config.indexes import IndexConfig
+from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.documents.mapping import Mapping, infer_mapping
 from sparkindex.documents.plan import IndexPlan, resolve_index

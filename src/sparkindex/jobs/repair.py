@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkindex.config.model import JobConfig
+from sparkindex.config.job import JobConfig
 from sparkindex.jobs.verify import Verifier, VerifyReport
 from sparkindex.jobs.verify_ranges import TaskOptions
 

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from sparkindex.config.model import JobConfig
+from sparkindex.config.job import JobConfig
 from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.plan import IndexPlan

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from sparkindex.config.model import IndexConfig, Pipeline, RelationConfig, normalize_url
+from sparkindex.config.indexes import IndexConfig, RelationConfig
+from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.documents.plan import IndexPlan, check_unique_id
 from sparkindex.errors import ConfigError, SparkIndexError, TransientError
 from sparkindex.preflight.model import Check, Options, fail, first_line, ok, unreachable

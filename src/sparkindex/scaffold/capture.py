@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sparkindex.config.model import ChangesConfig, Pipeline, SyncConfig
+from sparkindex.config.model import Pipeline
+from sparkindex.config.sync import ChangesConfig, SyncConfig
 from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.errors import SparkIndexError
 from sparkindex.scaffold.connect import first_line

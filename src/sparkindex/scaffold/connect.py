@@ -13,8 +13,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
-from sparkindex.config.model import normalize_url
 from sparkindex.config.secrets import error_line, redact_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source
 from sparkindex.sources.registry import open_source

@@ -6,8 +6,8 @@ the pipeline rebuilds indexes of that backend (``indexes[].table`` names the ind
 
 from __future__ import annotations
 
-from sparkindex.config.model import normalize_url
 from sparkindex.config.secrets import redact_url
+from sparkindex.config.urls import normalize_url
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source
 

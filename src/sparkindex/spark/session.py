@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sparkindex.config.model import SparkConfig
+from sparkindex.config.connections import SparkConfig
 
 log = logging.getLogger(__name__)
 

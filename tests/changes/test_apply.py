@@ -21,8 +21,8 @@ from sparkindex.documents.mapping import infer_mapping
 from sparkindex.documents.plan import resolve_index
 from sparkindex.keys import document_id
 from sparkindex.sources.registry import open_source
-from sparkindex.targets.base import Target
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 from tests.changes.helpers import HOSTILE
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
 

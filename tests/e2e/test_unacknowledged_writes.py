@@ -35,8 +35,9 @@ from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.verify import verify_alias
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.registry import open_source
-from sparkindex.targets.base import BulkItem, Target
+from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 from sparkindex.worker.partition import PartitionWorker, WorkerSettings
 from tests.changes.helpers import drop_pg_shop, make_pg_shop
 from tests.e2e.shop import execute, make_shop, wait_for

@@ -20,9 +20,10 @@ from sparkindex.keys import document_id, sort_key
 from sparkindex.retry import Backoff
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.registry import open_source
-from sparkindex.targets.base import BulkItem, Target
+from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget
+from sparkindex.targets.target import Target
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.e2e.guarantee_helpers import finish_and_wait, plant_raw, tantivy_body
 

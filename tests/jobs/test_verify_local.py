@@ -18,8 +18,9 @@ from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.repair import repair
 from sparkindex.jobs.verify import LocalResources, Verifier, VerifyReport, local_runner
 from sparkindex.sources.registry import open_source
-from sparkindex.targets.base import Target
+from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.tantivy import TantivyTarget
+from sparkindex.targets.target import Target
 from tests.e2e.shop import execute, make_shop
 from tests.jobs.planting import KINDS, built_documents, index_without_spark, plant, plant_each_kind, tantivy
 
@@ -121,7 +122,7 @@ class NoKeySplits(TantivyTarget):
     """Tantivy as a backend without key splits would be: the interface's own default."""
 
     def key_splits(self, name: str, parts: int) -> list[str]:
-        return Target.key_splits(self, name, parts)
+        return TargetReader.key_splits(self, name, parts)
 
 
 def test_a_target_that_cannot_split_keys_is_scanned_as_one_range(shop: tuple[Pipeline, str]) -> None:

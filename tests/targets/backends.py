@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from sparkindex.targets.base import Target
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 from tests.support.http_proxy import HttpProxy
 from tests.support.osmem import OsmemCluster, elasticsearch_url, opensearch_url
 

@@ -20,7 +20,8 @@ from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.errors import LockLost, PermanentError
 from sparkindex.keys import sort_key
 from sparkindex.retry import Backoff
-from sparkindex.targets.base import BulkItem, Target
+from sparkindex.targets.base import BulkItem
+from sparkindex.targets.target import Target
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.targets.backends import BACKENDS, Backend, make_backend
 

@@ -21,8 +21,9 @@ import pytest
 
 from sparkindex.errors import ConfigError, LeaseExpired, PermanentError, TransientError
 from sparkindex.retry import Backoff
-from sparkindex.targets.base import BulkItem, Target
+from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 from sparkindex.targets.write_deadline import writes_until
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.support.http_proxy import HttpProxy

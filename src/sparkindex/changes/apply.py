@@ -34,7 +34,9 @@ from sparkindex.errors import DocumentError, TransientError
 from sparkindex.jobs.source_lookup import SourceLookup, parse_key
 from sparkindex.keys import document_id, dump_key, sort_key
 from sparkindex.sources.base import Key
-from sparkindex.targets.base import BulkItem, Target
+from sparkindex.targets.base import BulkItem
+from sparkindex.targets.reader import TargetReader
+from sparkindex.targets.target import Target
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +254,7 @@ class Applier:
 
 
 def _indexed_keys(
-    target: Target, index: str, consumer: Consumer, key_range: tuple[str | None, str | None] | None = None
+    target: TargetReader, index: str, consumer: Consumer, key_range: tuple[str | None, str | None] | None = None
 ) -> Iterator[Key]:
     """The root keys of the documents *index* holds (in a sort-key range); join children,
     ``<relation>:<key>``, are rebuilt with their parents."""

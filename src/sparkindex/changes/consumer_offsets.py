@@ -20,7 +20,8 @@ from sqlalchemy.engine import Engine
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import ConsumerOffsets, OffsetStore
 from sparkindex.errors import ConfigError
-from sparkindex.targets.base import Target
+from sparkindex.targets.base import TargetHandle
+from sparkindex.targets.offsets_host import offsets_host
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +33,15 @@ def offsets_namespace(pipeline: Pipeline) -> str:
     return pipeline.namespace()
 
 
-def open_consumer_offsets(pipeline: Pipeline, store_engine: Engine, target: Callable[[], Target]) -> ConsumerOffsets:
+def open_consumer_offsets(
+    pipeline: Pipeline, store_engine: Engine, target: Callable[[], TargetHandle]
+) -> ConsumerOffsets:
     """*target* is called only for ``sync.offsets: target``."""
     sync = pipeline.sync
     if sync.offsets == "store":
         return OffsetStore(store_engine, pipeline.coordination.prefix)
     try:
-        return target().consumer_offsets(
+        return offsets_host(target()).consumer_offsets(
             sync.offsets_index, offsets_namespace(pipeline), sync.offsets_retention_days * 86400.0, sync.offsets_cache
         )
     except ConfigError as exc:

@@ -33,7 +33,7 @@ from sparkindex.config.secrets import error_line
 from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
 from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.errors import LogGap, TransientError
-from sparkindex.targets.base import Target
+from sparkindex.targets.base import TargetHandle
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class GapHealing:
     on_gap: Literal["reconcile", "fail"]
     changes: ChangeSource
     positions: ConsumerOffsets
-    target: Target
+    target: TargetHandle
     store: Any
     events: SyncEvents
     totals: SyncSummary

@@ -35,7 +35,8 @@ from sparkindex.errors import DocumentError, PermanentError
 from sparkindex.jobs.source_lookup import parse_key
 from sparkindex.keys import sort_key
 from sparkindex.sources.base import Key, Source, coerce_key
-from sparkindex.targets.base import BulkItem, KeyBounds, Target
+from sparkindex.targets.base import BulkItem, KeyBounds
+from sparkindex.targets.reader import TargetReader
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def _version(rel: RelationPlan, doc_id: str, change: Change) -> int:
 
 
 def indexed_children(
-    target: Target,
+    target: TargetReader,
     index: str,
     plan: IndexPlan,
     relations: Collection[str],
@@ -119,7 +120,7 @@ def family_range(parent_key: Sequence[Any]) -> KeyBounds:
 
 
 def child_deletes(
-    target: Target,
+    target: TargetReader,
     index: str,
     plan: IndexPlan,
     relations: Collection[str],

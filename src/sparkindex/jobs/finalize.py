@@ -26,14 +26,16 @@ from typing import Any
 from sparkindex.coordination.records import JobRecord
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.targets.base import Target
+from sparkindex.targets.writer import TargetWriter
 
 P = PartitionStatus
 
 
-def adopt_completed_stages(store: CoordinationStore, target: Target, job_id: str, targets: dict[str, str]) -> None:
+def adopt_completed_stages(
+    store: CoordinationStore, target: TargetWriter, job_id: str, targets: dict[str, str]
+) -> None:
     """Make the stages the store recorded for the completed partitions part of the new versions
-    (targets that stage writes; see :meth:`Target.open_stage`); any other stage is thrown away."""
+    (targets that stage writes; see :meth:`TargetWriter.open_stage`); any other stage is thrown away."""
     completed = store.partitions(job_id, [P.COMPLETED])
     for alias, index in targets.items():
         target.adopt_stages(index, {name for p in completed if p.entity == alias for name in p.stage_names})
@@ -41,7 +43,7 @@ def adopt_completed_stages(store: CoordinationStore, target: Target, job_id: str
 
 def finalize_job(
     store: CoordinationStore,
-    target: Target,
+    target: TargetWriter,
     job_id: str,
     fence: dict[str, int],
     previous: dict[str, str | None],

@@ -24,8 +24,8 @@ from sparkindex.coordination.states import FINISHED_JOB_STATES, JobStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.jobs.planning import selected_aliases
-from sparkindex.targets.base import Target
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.writer import TargetWriter
 
 #: job ids listed in the report at most (the count is always whole)
 LISTED = 100
@@ -91,7 +91,7 @@ def _jobs(store: CoordinationStore, pipeline: Pipeline, report: GcReport, now: f
             report.job_ids.append(job.id)
 
 
-def _versions(store: CoordinationStore, target: Target, pipeline: Pipeline, report: GcReport) -> None:
+def _versions(store: CoordinationStore, target: TargetWriter, pipeline: Pipeline, report: GcReport) -> None:
     """Versions beyond ``keep_versions`` per alias, never the current one or one a job still needs."""
     keep = pipeline.job.keep_versions
     age = pipeline.job.recovery_max_age_s

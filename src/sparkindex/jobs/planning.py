@@ -12,7 +12,7 @@ from sparkindex.documents.plan import IndexPlan, resolve_index
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Source
 from sparkindex.sources.index.source import IndexSource
-from sparkindex.targets.base import Target
+from sparkindex.targets.writer import TargetWriter
 
 
 def selected_aliases(pipeline: Pipeline, aliases: Sequence[str] | None) -> list[str]:
@@ -24,7 +24,7 @@ def selected_aliases(pipeline: Pipeline, aliases: Sequence[str] | None) -> list[
 
 
 def resolve_plans(
-    pipeline: Pipeline, source: Source, aliases: Sequence[str], target: Target | None = None
+    pipeline: Pipeline, source: Source, aliases: Sequence[str], target: TargetWriter | None = None
 ) -> dict[str, tuple[IndexPlan, Mapping]]:
     """Every plan and mapping, so schema errors surface at once with their config key paths;
     then what the target cannot hold (*target*, or the pipeline's own when not given)."""
@@ -48,7 +48,7 @@ def resolve_plan(source: Source, cfg: IndexConfig, where: str) -> tuple[IndexPla
 
 
 def check_target_capabilities(
-    pipeline: Pipeline, plans: dict[str, tuple[IndexPlan, Mapping]], target: Target | None = None
+    pipeline: Pipeline, plans: dict[str, tuple[IndexPlan, Mapping]], target: TargetWriter | None = None
 ) -> None:
     """Refuse, before any index exists, what the target cannot hold (a config error, exit 2)."""
     joins = [(alias, plan) for alias, (plan, _) in plans.items() if plan.joins]

@@ -30,8 +30,9 @@ from sparkindex.jobs.planning import resolve_plans, selected_aliases
 from sparkindex.jobs.source_lookup import SourceLookup
 from sparkindex.retry import Backoff
 from sparkindex.sources.registry import open_source
-from sparkindex.targets.base import BulkItem, Target
+from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.writer import TargetWriter
 from sparkindex.worker.bulk import bulk_with_retries
 
 PAGE = 500
@@ -77,7 +78,7 @@ class Redrive:
     """Re-drives the dead letters of one alias."""
 
     def __init__(
-        self, pipeline: Pipeline, builder: DocumentBuilder, target: Target, store: CoordinationStore, run_id: str
+        self, pipeline: Pipeline, builder: DocumentBuilder, target: TargetWriter, store: CoordinationStore, run_id: str
     ) -> None:
         self.p = pipeline
         self.builder = builder

@@ -48,7 +48,8 @@ from sparkindex.jobs.drift import KINDS, DriftCounts, RangeSummary
 from sparkindex.jobs.verify_ranges import RangeTask, Resources, TaskOptions, run_range_task
 from sparkindex.keys import dump_key
 from sparkindex.sources.base import Source
-from sparkindex.targets.base import Target
+from sparkindex.targets.reader import TargetReader
+from sparkindex.targets.target import Target
 
 #: Runs range tasks (on Spark, or in this process) and reports how many are done as they finish.
 Runner = Callable[[Sequence[RangeTask], TaskOptions, Callable[[int], None]], list[RangeSummary]]
@@ -101,7 +102,7 @@ def source_tasks(
     ]
 
 
-def index_tasks(target: Target, alias: str, index: str, parts: int, notes: list[str]) -> list[RangeTask]:
+def index_tasks(target: TargetReader, alias: str, index: str, parts: int, notes: list[str]) -> list[RangeTask]:
     """Sort-key ranges of *index*: about *parts* of them, or one when the target cannot split."""
     splits: list[str] = []
     if parts > 1:

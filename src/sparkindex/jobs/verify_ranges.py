@@ -31,7 +31,9 @@ from sparkindex.jobs.source_lookup import SourceLookup
 from sparkindex.keys import load_key
 from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange, Source
-from sparkindex.targets.base import BulkItem, Target, WriteMark
+from sparkindex.targets.base import BulkItem, WriteMark
+from sparkindex.targets.reader import TargetReader
+from sparkindex.targets.target import Target
 from sparkindex.worker.bulk import bulk_with_retries
 
 #: ids per hash lookup or existence query: one request each, small enough for any backend's
@@ -115,7 +117,7 @@ def _pages(builder: DocumentBuilder, rng: KeyRange, options: TaskOptions) -> Ite
         after = page.last_key
 
 
-def index_hashes(target: Target, index: str, ids: Sequence[str]) -> dict[str, list[str]]:
+def index_hashes(target: TargetReader, index: str, ids: Sequence[str]) -> dict[str, list[str]]:
     """id -> the hash of every copy the index holds of it, asked in chunks by id."""
     found: dict[str, list[str]] = {}
     for i in range(0, len(ids), LOOKUP_CHUNK):
@@ -137,7 +139,7 @@ def check_source_range(res: Resources, task: RangeTask, options: TaskOptions) ->
 
 
 def compare_page(
-    target: Target,
+    target: TargetReader,
     index: str | None,
     docs: Sequence[BuiltDocument],
     failures: Sequence[DocumentError],

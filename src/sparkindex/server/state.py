@@ -19,8 +19,8 @@ from sparkindex.errors import SparkIndexError
 from sparkindex.server.actions import ActionRunner, env_for_children
 from sparkindex.server.auth import Guard
 from sparkindex.server.progress import RateTracker
-from sparkindex.targets.base import Target
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 
 log = logging.getLogger(__name__)
 

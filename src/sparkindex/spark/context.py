@@ -20,8 +20,8 @@ from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.jobs.planning import resolve_plan
 from sparkindex.sources.base import Source
 from sparkindex.sources.registry import open_source
-from sparkindex.targets.base import Target
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 from sparkindex.worker.partition import PartitionWorker, WorkerSettings
 
 

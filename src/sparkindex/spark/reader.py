@@ -38,7 +38,7 @@ from sparkindex.sources.index.columns import ID_COLUMN, DocumentColumns
 from sparkindex.spark.target_options import open_target_with
 from sparkindex.spark.target_options import target_options as given_target_options
 from sparkindex.spark.writer import SparkIndexDataSource
-from sparkindex.targets.base import Target
+from sparkindex.targets.reader import TargetReader
 
 WHERE = "sparkindex reader"
 #: Documents per slice when the ``partitions`` option is not given.
@@ -91,11 +91,11 @@ class ReadOptions:
             target_options=given_target_options(options),
         )
 
-    def open(self) -> Target:
+    def open(self) -> TargetReader:
         return open_target_with(self.target_url, self.base_dir, self.target_options, WHERE)
 
 
-def index_columns(opts: ReadOptions, target: Target, physical: str) -> DocumentColumns:
+def index_columns(opts: ReadOptions, target: TargetReader, physical: str) -> DocumentColumns:
     return DocumentColumns.of(target.mapping(physical), opts.fields, f"{WHERE}: index {opts.index!r}")
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkindex.errors import ConfigError
-from sparkindex.targets.base import Target
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 
 PREFIX = "target."
 ENV_SUFFIX = "_env"

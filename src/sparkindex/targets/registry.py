@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError
-from sparkindex.targets.base import Target
+from sparkindex.targets.target import Target
 
 #: scheme -> (module, backend class, its config class)
 _BACKENDS: dict[str, tuple[str, str, str]] = {

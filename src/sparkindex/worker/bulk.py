@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 from sparkindex.errors import TransientError
 from sparkindex.retry import Backoff
-from sparkindex.targets.base import BulkItem, Target, WriteMark
+from sparkindex.targets.base import BulkItem, WriteMark
 from sparkindex.targets.write_deadline import writes_until
+from sparkindex.targets.writer import TargetWriter
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class BulkOutcome:
 
 
 def bulk_with_retries(
-    target: Target,
+    target: TargetWriter,
     index: str,
     items: Sequence[BulkItem],
     retries: int,
@@ -53,7 +54,7 @@ def bulk_with_retries(
 ) -> BulkOutcome:
     """Write *items*; raise :class:`TransientError` only when retries are exhausted for the request.
 
-    *unsynced*: apply without waiting for durability (:meth:`Target.bulk_unsynced`); the caller
+    *unsynced*: apply without waiting for durability (:meth:`TargetWriter.bulk_unsynced`); the caller
     syncs to ``outcome.marks`` before it treats the items as written. *guard* is called before
     every request, the first and each retry, and raises to stop writing (a partition worker's
     lease check: a retry must not land after another worker took the partition over).
@@ -68,7 +69,7 @@ def bulk_with_retries(
 
 
 def _bulk(
-    target: Target,
+    target: TargetWriter,
     index: str,
     items: Sequence[BulkItem],
     retries: int,

@@ -19,7 +19,8 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.write_ahead import Written
 from sparkindex.errors import TransientError, WritesLost
 from sparkindex.retry import Backoff
-from sparkindex.targets.base import BulkItem, Target
+from sparkindex.targets.base import BulkItem
+from sparkindex.targets.writer import TargetWriter
 from sparkindex.worker.bulk import bulk_with_retries
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ class InPlaceWrites:
     def __init__(
         self,
         store: CoordinationStore,
-        target: Target,
+        target: TargetWriter,
         job_id: str,
         rec: PartitionRecord,
         index: str,

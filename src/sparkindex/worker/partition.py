@@ -6,9 +6,11 @@ every document before it (a bulk answers only once its items are durable), so a 
 most the unacknowledged tail, which the next claim re-reads. Every store update carries the claim
 token; a worker whose claim was taken over stops touching the partition.
 
-Reading and writing overlap: up to ``max_in_flight`` bulks are on their way (background threads)
-while the next batch is read and built, and acknowledgements are recorded in order. A target that
-makes writes durable in groups (Tantivy's group commit) then never stalls the reader.
+How batches reach the target and are acknowledged is one of two protocols behind one interface
+(:mod:`sparkindex.worker.writes`), chosen per claim by the target: staged
+(:mod:`~sparkindex.worker.staged_writes`: private stages the finish adopts) or bulk
+(:mod:`~sparkindex.worker.bulk_writes`: straight into the index, bulks overlapping the reads).
+This module reads and builds the batches, and turns what ends an attempt into its outcome.
 
 A claim is a lease (:mod:`sparkindex.worker.lease`): the worker writes only while it can prove
 the claim is still its own.
@@ -16,13 +18,10 @@ the claim is still its own.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy.exc import DBAPIError
@@ -41,39 +40,20 @@ from sparkindex.errors import (
     TransientError,
     WritesLost,
 )
-from sparkindex.retry import Backoff, retry_transient
+from sparkindex.retry import retry_transient
 from sparkindex.sources.base import KeyRange
-from sparkindex.targets.base import BulkItem, Stage, Target
-from sparkindex.worker.bulk import BulkOutcome, bulk_with_retries
-from sparkindex.worker.in_place import InPlaceWrites
+from sparkindex.targets.writer import TargetWriter
+from sparkindex.worker.bulk_writes import BulkWrites
 from sparkindex.worker.latency import LatencyHistogram
 from sparkindex.worker.lease import Lease
+from sparkindex.worker.settings import WorkerSettings
+from sparkindex.worker.staged_writes import StagedWrites
+from sparkindex.worker.writes import Batch, Claim, PartitionWrites
 
 log = logging.getLogger(__name__)
 
 OutcomeStatus = Literal["completed", "released", "failed", "closed", "lost", "skipped"]
 STOP_CHECK_INTERVAL_S = 2.0
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    batch_size: int = 5000
-    batch_bytes: int = 16 * 1024 * 1024
-    retries: int = 5
-    partition_retries: int = 3
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
-    claim_timeout_s: float = 300.0
-    #: how long a partition whose target is down stays CLOSED before it may be claimed again
-    reopen_after_s: float = 30.0
-    #: bulks on their way while the next batch is read and built (acknowledged in order)
-    max_in_flight: int = 2
-    #: how often applied batches are made durable and their cursors saved (targets with group
-    #: commits); a crash redoes at most about this much work per running partition
-    sync_every_s: float = 10.0
-
-    def backoff(self) -> Backoff:
-        return Backoff(self.backoff_initial_s, self.backoff_max_s)
 
 
 @dataclass(frozen=True)
@@ -87,30 +67,13 @@ class PartitionOutcome:
     error: str | None = None
 
 
-@dataclass
-class _Batch:
-    """Documents on their way to the target, with what their acknowledgement will record."""
-
-    items: list[BulkItem] = field(default_factory=list)
-    build_failures: list[tuple[str, str, str]] = field(default_factory=list)
-    bytes: int = 0
-    cursor: tuple[Any, ...] | None = None
-    #: the cursor the batch starts after (it is made with it; ``cursor`` moves as pages are added)
-    start: tuple[Any, ...] | None = field(default=None, init=False)
-    #: its number in the write-ahead log of an attempt writing in place (0: not recorded)
-    seq: int = 0
-
-    def __post_init__(self) -> None:
-        self.start = self.cursor
-
-
 class PartitionWorker:
     """Runs partitions of one job against one store, source and target (one per process)."""
 
     def __init__(
         self,
         store: CoordinationStore,
-        target: Target,
+        target: TargetWriter,
         builder: Callable[[str], DocumentBuilder],
         job_id: str,
         run_id: str,
@@ -167,11 +130,10 @@ class PartitionWorker:
 class _Attempt:
     """One claim of one partition, from its cursor to an outcome.
 
-    Batches go through three stages: in flight (a bulk on its way, at most ``max_in_flight``),
-    applied but not yet durable (targets with group commits), and acknowledged (dead letters,
-    cursor and counts saved). A sync, every ``sync_every_s`` and at the end, moves applied batches
-    to acknowledged, in order. If the target lost applied writes (its writer restarted), the
-    attempt rewinds to its last acknowledged cursor and reads them again.
+    It reads pages from the cursor and builds batches; its writes (staged or bulk, see
+    :mod:`sparkindex.worker.writes`) take each batch to the target and acknowledge it. If the
+    target lost applied writes (its writer restarted), the attempt rewinds to its last
+    acknowledged cursor and reads them again.
     """
 
     def __init__(self, worker: PartitionWorker, rec: PartitionRecord, lease: Lease) -> None:
@@ -180,26 +142,18 @@ class _Attempt:
         self.lease = lease
         self.builder = worker.builder(rec.entity)
         self.index = worker.indexes[rec.entity]
-        self.indexed = 0
-        self.failed = 0
         self.after = rec.cursor  # where the next page starts
-        self.acked_cursor = rec.cursor  # what the store knows
         self.rewinds = 0
-        self._chunks = 0  # stages this attempt opened
-        self._pool = ThreadPoolExecutor(max_workers=worker.s.max_in_flight, thread_name_prefix="bulk")
-        self._in_flight: deque[tuple[_Batch, Future[BulkOutcome]]] = deque()
-        self._applied: deque[tuple[_Batch, BulkOutcome]] = deque()
-        self._last_sync = time.monotonic()
-        #: the partition's bulk latency so far (earlier attempts included), saved with progress
-        self.latency = LatencyHistogram.from_json(rec.bulk_latency)
-        #: the attempt's private writer, where the target stages new versions (see Target.open_stage)
-        self.stage: Stage | None = None
-        self.staged = False
-        #: writes straight into the index: recorded before each bulk, undone by a redo (in_place.py)
-        s = worker.s
-        self.in_place = InPlaceWrites(
-            worker.store, worker.target, worker.job_id, rec, self.index, s.retries, s.backoff()
-        )
+        #: how the batches reach the target (opened with the first stage, if the target stages)
+        self.writes: PartitionWrites | None = None
+
+    @property
+    def indexed(self) -> int:
+        return 0 if self.writes is None else self.writes.indexed
+
+    @property
+    def failed(self) -> int:
+        return 0 if self.writes is None else self.writes.failed
 
     def run(self) -> tuple[OutcomeStatus, str | None]:
         rec, s = self.rec, self.w.s
@@ -233,9 +187,8 @@ class _Attempt:
                 LeaseExpired(f"partition {rec.id}: the store did not answer before the lease ran out: {exc}")
             )
         finally:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            if self.stage is not None:
-                self.stage.discard()  # unacknowledged: a later claim reads it again from the cursor
+            if self.writes is not None:
+                self.writes.close()  # unacknowledged: a later claim reads it again from the cursor
 
     def _outcome_saved(self, save: Callable[..., object], *args: Any) -> str | None:
         """Record an attempt's end in the store (``save(partition id, claim token, *args)``);
@@ -258,7 +211,8 @@ class _Attempt:
         if the store answers and the claim is still ours; one try (the lease is over, so store
         calls no longer rerun): a store that is down leaves the claim to expire and be taken over."""
         log.warning("%s", exc)
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self.writes is not None:
+            self.writes.settle()
         try:
             self.w.store.release(self.rec.id, self.rec.claim_token)
         except (LockLost, DBAPIError, TransientError) as err:
@@ -266,42 +220,38 @@ class _Attempt:
         return "lost", str(exc)
 
     def _run(self) -> tuple[OutcomeStatus, str | None]:
-        self.stage = self._open_stage()
-        self.staged = self.stage is not None
-        # Written in place, an earlier claim may have left writes nobody acknowledged; so may this
-        # one, when its target lost writes and it rewinds. They are undone before reading on.
-        undo = not self.staged and self.rec.claims > 1
+        w = self.w
+        claim = Claim(w.store, w.target, w.job_id, self.rec, self.index, self.lease, w.s)
+        latency = LatencyHistogram.from_json(self.rec.bulk_latency)  # earlier attempts included
+        self.writes = writes = StagedWrites.open(claim, latency) or BulkWrites(claim, latency)
         while True:
             try:
-                if undo:
-                    self.in_place.undo(self.acked_cursor, guard=self.lease.check, valid_until=self.lease.valid_until)
-                    undo = False
-                return self._read_and_send()
+                writes.before_reading()
+                return self._read_and_send(writes)
             except WritesLost as exc:
                 self.rewinds += 1
-                if self.rewinds > self.w.s.retries:
+                if self.rewinds > w.s.retries:
                     raise TransientError(f"target keeps losing writes: {exc}") from exc
                 log.warning("partition %s: %s; rewinding to the last acknowledged cursor", self.rec.id, exc)
-                self._drop_unacknowledged()
-                undo = not self.staged
+                self.after = writes.rewind()
 
-    def _read_and_send(self) -> tuple[OutcomeStatus, str | None]:
+    def _read_and_send(self, writes: PartitionWrites) -> tuple[OutcomeStatus, str | None]:
         w, rec, s = self.w, self.rec, self.w.s
         page_size = self.builder.plan.config.page_size
         rng = KeyRange(rec.range_start, rec.range_end)
-        batch = _Batch(cursor=self.after)
+        batch = Batch(cursor=self.after)
         while True:
             self.lease.check()
             if w.stopping():
-                self._send(batch)
-                self._acknowledge_all()
+                writes.send(batch)
+                writes.acknowledge_all()
                 w.store.release(rec.id, rec.claim_token)
                 return "released", None
             try:
                 page = self._read(rng, self.after, page_size)
             except TransientError as exc:  # the source stayed unreachable beyond our retries
-                self._send(batch)
-                self._acknowledge_all()
+                writes.send(batch)
+                writes.acknowledge_all()
                 unsaved = self._outcome_saved(w.store.fail, f"source: {exc}", s.partition_retries)
                 return ("failed", str(exc)) if unsaved is None else ("lost", unsaved)
             self._add(batch, page)
@@ -309,15 +259,10 @@ class _Attempt:
                 self.after = batch.cursor = page.last_key
             last = page.rows < page_size
             if last or len(batch.items) >= s.batch_size or batch.bytes >= s.batch_bytes:
-                self._send(batch)
-                batch = _Batch(cursor=self.after)
+                writes.send(batch)
+                batch = Batch(cursor=self.after)
             if last:
-                self._acknowledge_all(complete=True)
-                if not self.staged:
-                    try:
-                        self.in_place.done()
-                    except (DBAPIError, TransientError) as exc:  # complete already; gc drops the entries
-                        log.warning("partition %s: its write-ahead entries stay until gc: %s", rec.id, exc)
+                writes.acknowledge_all(complete=True)
                 return "completed", None
 
     def _read(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
@@ -330,156 +275,15 @@ class _Attempt:
         )
 
     @staticmethod
-    def _add(batch: _Batch, page: Page) -> None:
+    def _add(batch: Batch, page: Page) -> None:
         for d in page.docs:
             batch.items.append(d.bulk_item())  # version and routing included
             batch.bytes += len(d.source)
         batch.build_failures.extend(_failure(f) for f in page.failures)
 
-    # -- the three stages --------------------------------------------------------------------------
-    def _send(self, batch: _Batch) -> None:
-        """Put *batch* in flight; collect finished bulks; sync when the last sync is old enough."""
-        s = self.w.s
-        if self.staged:  # every batch of a staged attempt, not only those before its first seal
-            self._stage(batch)
-            return
-        while len(self._in_flight) >= s.max_in_flight:
-            self._collect_oldest()
-        if batch.items:  # recorded before it is sent, so that a redo can undo it
-            pending = [b.seq for b, _ in self._in_flight] + [b.seq for b, _ in self._applied]
-            batch.seq = self.in_place.record(batch.start, batch.items, pending)
-        future = self._pool.submit(
-            bulk_with_retries,
-            self.w.target,
-            self.index,
-            batch.items,
-            s.retries,
-            s.backoff(),
-            unsynced=True,
-            guard=self.lease.check,  # before every request: no write once the claim cannot be proven
-            valid_until=self.lease.valid_until,  # and no request of the target's outlives the lease
-            raise_transient=True,  # still busy after every retry: park the partition, lose nothing
-        )
-        self._in_flight.append((batch, future))
-        while self._in_flight and self._in_flight[0][1].done():
-            self._collect_oldest()
-        if self._applied and (
-            time.monotonic() - self._last_sync >= s.sync_every_s or not any(o.marks for _, o in self._applied)
-        ):
-            self._sync_and_acknowledge()
-
-    def _open_stage(self) -> Stage | None:
-        self._chunks += 1
-        return self.w.target.open_stage(self.index, stage_name(self.rec.id, self.rec.claim_token, self._chunks))
-
-    def _stage(self, batch: _Batch) -> None:
-        """A staged attempt adds in its own process (Tantivy indexes on its own threads meanwhile);
-        every ``sync_every_s`` and at the end it seals the stage and acknowledges what it holds."""
-        if self.stage is None:
-            self.stage = self._open_stage()
-            assert self.stage is not None
-        started = time.monotonic()
-        self.lease.check()
-        rejected = self.stage.add(batch.items) if batch.items else []
-        outcome = BulkOutcome(success=len(batch.items) - len(rejected))
-        outcome.failures.extend((r.id, r.error_class or "BulkItemError", r.error or "rejected") for r in rejected)
-        self.latency.observe(time.monotonic() - started)
-        batch.items = []
-        self._applied.append((batch, outcome))
-        if time.monotonic() - self._last_sync >= self.w.s.sync_every_s:
-            self._seal_and_acknowledge(complete=False)
-
-    def _seal_and_acknowledge(self, complete: bool) -> None:
-        """Seal the current stage, then record its batches in one write naming it (the store's
-        list of a partition's stages is what the finish adopts); a stage sealed but never
-        recorded (a crash between the two) is never adopted, and its batches are read again."""
-        stage, self.stage = self.stage, None
-        name = None
-        if stage is not None and self._applied:
-            stage.seal()
-            name = stage.name
-        elif stage is not None:
-            stage.discard()
-        cursor, success, failures = self.acked_cursor, 0, []
-        for batch, outcome in self._applied:
-            cursor = batch.cursor if batch.cursor is not None else cursor
-            success += outcome.success
-            failures.extend([*batch.build_failures, *outcome.failures])
-        self._applied.clear()
-        self._last_sync = time.monotonic()
-        if complete or name is not None:
-            self._record(cursor, success, failures, complete, self.latency.to_json(), stage=name)
-
-    def _collect_oldest(self) -> None:
-        batch, future = self._in_flight.popleft()
-        outcome = future.result()  # TransientError here: the target stayed down
-        for seconds in outcome.latencies:
-            self.latency.observe(seconds)
-        batch.items = []  # the documents are the target's now; keep only what the ack records
-        self._applied.append((batch, outcome))
-
-    def _acknowledge_all(self, complete: bool = False) -> None:
-        while self._in_flight:
-            self._collect_oldest()
-        if self.staged:
-            self._seal_and_acknowledge(complete)
-            return
-        if complete and not self._applied:
-            self.w.store.complete(self.rec.id, self.rec.claim_token, latency=self.latency.to_json())
-            return
-        self._sync_and_acknowledge(complete)
-
-    def _sync_and_acknowledge(self, complete: bool = False) -> None:
-        """Make every applied batch durable, then record them in order (the last one completing)."""
-        marks = [m for _, outcome in self._applied for m in outcome.marks]
-        if marks:
-            if len({m.epoch for m in marks}) > 1:
-                raise WritesLost("the target's writer restarted while batches were unsynced")
-            self.w.target.sync(self.index, max(marks, key=lambda m: m.generation))
-        self._last_sync = time.monotonic()
-        while self._applied:
-            batch, outcome = self._applied.popleft()
-            last = not self._applied
-            latency = self.latency.to_json() if last else None  # once per acknowledgement
-            failures = [*batch.build_failures, *outcome.failures]
-            self._record(batch.cursor, outcome.success, failures, complete and last, latency)
-
-    def _record(
-        self,
-        cursor: tuple[Any, ...] | None,
-        success: int,
-        failures: list[tuple[str, str, str]],
-        complete: bool,
-        latency: str | None,
-        stage: str | None = None,
-    ) -> None:
-        """Record acknowledged work: its dead letters first, then the cursor and counts in one
-        write (completing the partition, or naming the sealed *stage* that holds the work)."""
-        rec, store = self.rec, self.w.store
-        if failures:
-            store.dead_letters.add(self.w.job_id, rec.entity, rec.id, failures)
-        if complete:
-            store.complete(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=stage)
-        else:
-            store.save_progress(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=stage)
-        self.acked_cursor = cursor
-        self.indexed += success
-        self.failed += len(failures)
-
-    def _drop_unacknowledged(self) -> None:
-        """Forget batches the target lost; the next page starts after the last acknowledged one."""
-        while self._in_flight:
-            _, future = self._in_flight.popleft()
-            with contextlib.suppress(TransientError):
-                future.result()
-        self._applied.clear()
-        self.after = self.acked_cursor
-
-
-def stage_name(partition_id: str, claim_token: int, chunk: int) -> str:
-    """Names one stage of one claim of a partition (unique: a claim token is never reused)."""
-    return f"{partition_id}.{claim_token}.{chunk}"
-
 
 def _failure(err: DocumentError) -> tuple[str, str, str]:
     return err.doc_id, err.error_class, err.reason
+
+
+__all__ = ["OutcomeStatus", "PartitionOutcome", "PartitionWorker", "WorkerSettings"]

@@ -7,7 +7,7 @@ version with a new mapping, without touching the database the documents came fro
 This is a :class:`Source` so that the reindex runs unchanged: planning counts and splits it,
 partitions page through it, verify looks ids up in it. Its rows are the stored documents, its
 one key column is ``_id`` and its order is the sort key every document stores (``_key``), so
-ranges and cursors hold sort keys. Everything goes through the :class:`Target` interface
+ranges and cursors hold sort keys. Everything goes through the :class:`TargetReader` interface
 (``mapping``, ``count``, ``key_splits``, ``read_documents``, ``scan_hashes``): it works for every
 backend. SQL-only calls (``read_page``, index walks) are refused: the index-source builder
 (``documents/from_index.py``) reads documents instead.
@@ -27,7 +27,8 @@ from sparkindex.errors import ConfigError, PermanentError
 from sparkindex.sources.base import Column, Key, KeyRange, Source, TableInfo
 from sparkindex.sources.index.columns import ID_COLUMN, source_fields
 from sparkindex.sources.partitioning import ranges_from_boundaries
-from sparkindex.targets.base import KeyBounds, StoredDocument, Target
+from sparkindex.targets.base import KeyBounds, StoredDocument
+from sparkindex.targets.reader import TargetReader
 
 #: What the documents package's ``make_builder`` keys the index-source builder by.
 DIALECT = "sparkindex-index"
@@ -59,7 +60,7 @@ def page_bounds(rng: KeyRange, after: Key | None) -> tuple[KeyBounds | None, str
 class IndexSource(Source):
     """The indexes of one target, read as a source (see the module's docstring)."""
 
-    def __init__(self, url: str, target: Target) -> None:  # no SQL engine: nothing of Source.__init__ applies
+    def __init__(self, url: str, target: TargetReader) -> None:  # no SQL engine: nothing of Source.__init__ applies
         self.url = url
         self.statement_timeout_s = 0.0
         self.target = target

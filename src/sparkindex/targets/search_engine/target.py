@@ -25,10 +25,10 @@ from sparkindex.targets.base import (
     KeyBounds,
     SearchHit,
     StoredDocument,
-    Target,
     version_name,
     version_number,
 )
+from sparkindex.targets.offsets_host import OffsetsHost
 from sparkindex.targets.search_engine import aliases, reads
 from sparkindex.targets.search_engine.api import EngineApi, Transport
 from sparkindex.targets.search_engine.bulk import EncodedItem, chunks, encode_item, item_result
@@ -43,6 +43,7 @@ from sparkindex.targets.search_engine.mapping import (
     text_fields,
 )
 from sparkindex.targets.search_engine.offsets import IndexOffsets
+from sparkindex.targets.target import Target
 from sparkindex.targets.write_deadline import write_budget_s
 
 
@@ -61,7 +62,7 @@ C = TypeVar("C", bound=SearchEngineConfig)
 BULK_ANSWER = {"filter_path": "errors,items.*.status,items.*.error"}
 
 
-class SearchEngineTarget(Target, Generic[C]):
+class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
     #: the engine's name in messages ("OpenSearch")
     ENGINE = "search engine"
     supports_join = True

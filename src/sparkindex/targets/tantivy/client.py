@@ -29,7 +29,6 @@ from sparkindex.targets.base import (
     KeyBounds,
     SearchHit,
     StoredDocument,
-    Target,
     WriteMark,
     version_name,
     version_number,
@@ -40,6 +39,7 @@ from sparkindex.targets.tantivy.config import TantivyTargetConfig
 from sparkindex.targets.tantivy.schema import SchemaPlan, build_schema, to_tantivy_json
 from sparkindex.targets.tantivy.stages import TantivyStage
 from sparkindex.targets.tantivy.writer import WriterClient
+from sparkindex.targets.target import Target
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,10 @@ import orjson
 import tantivy
 
 from sparkindex.errors import DocumentError, TransientError
-from sparkindex.targets.base import BulkItem, BulkItemResult, Stage
+from sparkindex.targets.base import BulkItem, BulkItemResult
 from sparkindex.targets.tantivy.errors import writer_failed
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
+from sparkindex.targets.writer import Stage
 
 log = logging.getLogger(__name__)
 

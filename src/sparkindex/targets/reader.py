@@ -1,0 +1,62 @@
+"""The reading capability of a target: hash scans, reading documents back, key splits, search.
+
+Verify scans ids and content hashes; ``spark.read``, index-to-index rebuilds and join removals read
+documents back in sort-key order, cut into ranges by :meth:`TargetReader.key_splits`; the CLI
+searches. Scans and search are required; reading back is optional, and a backend without it
+refuses (:class:`PermanentError`), which verify and the readers handle.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sparkindex.errors import PermanentError
+from sparkindex.targets.base import KeyBounds, SearchHit, StoredDocument, TargetHandle
+
+
+class TargetReader(TargetHandle):
+    """A backend as the code that only reads its indexes sees it."""
+
+    # -- required -------------------------------------------------------------------------------------
+    @abstractmethod
+    def scan_hashes(
+        self, name: str, ids: Sequence[str] | None = None, key_range: KeyBounds | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """(document id, content hash) of every document, of those with the given *ids*, or of
+        those whose sort key lies in *key_range*.
+
+        A document stored twice under one id is yielded twice: that is how verify sees duplicates.
+        """
+
+    @abstractmethod
+    def search(self, name: str, query: str, limit: int = 10) -> list[SearchHit]: ...
+
+    # -- optional: reading back (refused by default) --------------------------------------------------
+    def read_documents(
+        self,
+        name: str,
+        key_range: KeyBounds | None = None,
+        after: str | None = None,
+        size: int = 1000,
+        fields: Sequence[str] | None = None,
+        query: str | None = None,
+    ) -> list[StoredDocument]:
+        """Up to *size* documents of *key_range* whose sort key is above *after*, in sort-key
+        order: a keyset page, for reading an index back and for index-to-index rebuilds.
+        *fields* limits the source to those top-level fields. *query*, in the backend's own
+        query-string syntax (Lucene-like: ``name:lamp AND stock:[1 TO 10]``), keeps only the
+        documents it matches; a query the backend cannot parse raises :class:`UsageError`."""
+        raise PermanentError(f"{type(self).__name__} cannot read documents back")
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        """The mapping index or alias *name* was created with, as
+        :meth:`~sparkindex.targets.writer.TargetWriter.create_version` took it
+        (``{"properties": ...}``, without the backend's own fields such as ``_key``/``_hash``):
+        the schema of an index read back into Spark and the base of an index-to-index rebuild."""
+        raise PermanentError(f"{type(self).__name__} cannot report the mapping of {name!r}")
+
+    def key_splits(self, name: str, parts: int) -> list[str]:
+        """Up to ``parts - 1`` sort keys that cut the index into about equal ranges, ascending."""
+        raise PermanentError(f"{type(self).__name__} cannot split its keys into ranges")

@@ -24,11 +24,11 @@ import pytest
 
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.swap_log import MOVED
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
+from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.jobs.catch_up import CatchUp
 from sparkindex.jobs.finalize import finalize_job
 from sparkindex.jobs.planning import resolve_plans

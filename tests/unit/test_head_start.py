@@ -17,12 +17,12 @@ from typing import Any
 from tests.e2e.shop import make_shop
 from tests.unit.test_partition_worker import plan_job
 
+from sparkindex.coordination.latency import LatencyHistogram
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.jobs.finalize import adopt_completed_stages
 from sparkindex.jobs.head_start import HeadStart
 from sparkindex.spark.context import WorkerContext
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
-from sparkindex.worker.latency import LatencyHistogram
 
 P = PartitionStatus
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from sparkindex.worker.latency import BUCKETS, LatencyHistogram
+from sparkindex.coordination.latency import BUCKETS, LatencyHistogram
 
 
 def test_observations_land_in_their_bucket_and_sum() -> None:

@@ -23,10 +23,10 @@ from tests.e2e.shop import make_shop, wait_for
 
 from sparkindex.config.model import Pipeline
 from sparkindex.config.urls import normalize_url
-from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
+from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.jobs.finalize import adopt_completed_stages
 from sparkindex.jobs.planning import resolve_plans
 from sparkindex.sources.base import KeyRange

@@ -21,7 +21,7 @@ import pytest
 
 from sparkindex.config.indexes import IndexConfig
 from sparkindex.config.job import JobConfig
-from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
+from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.sources.base import KeyRange, Source, TableInfo
 from sparkindex.sources.partitioning import distinct_in_order, integer_ranges, ranges_from_boundaries
 from sparkindex.sources.registry import open_source

@@ -370,7 +370,7 @@ class PartitionRows(StoreBase):
         stage: str | None = None,
     ) -> None:
         """Record an acknowledged batch: move the cursor, add the counts, renew the lease (and
-        store the partition's bulk latency histogram, :mod:`sparkindex.worker.latency`). *stage*
+        store the partition's bulk latency histogram, :mod:`sparkindex.coordination.latency`). *stage*
         names the sealed stage that holds the batch, where the target stages new versions."""
         self._progress(self._progress_stmt, partition_id, token, cursor, success, failed, writer, None, latency, stage)
 

@@ -91,7 +91,7 @@ class PartitionRecord:
     last_error: str | None
     retry_count: int
     reopen_at: float | None
-    #: bulk latency histogram so far (JSON, :mod:`sparkindex.worker.latency`)
+    #: bulk latency histogram so far (JSON, :mod:`sparkindex.coordination.latency`)
     bulk_latency: str | None = None
     #: the sealed stages its acknowledged batches went into, comma-separated (staged targets)
     stages: str | None = None

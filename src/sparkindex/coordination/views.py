@@ -27,6 +27,7 @@ from sparkindex.coordination.base import rerun_on_conflict
 from sparkindex.coordination.dead_letters import DeadLetterStore
 from sparkindex.coordination.engine import make_engine
 from sparkindex.coordination.jobs import JobRows
+from sparkindex.coordination.latency import LatencyHistogram
 from sparkindex.coordination.locks import LockManager
 from sparkindex.coordination.records import DeadLetter, EntityStats, JobRecord, LockRecord
 from sparkindex.coordination.states import JobStatus
@@ -34,7 +35,6 @@ from sparkindex.coordination.stats import PartitionStats
 from sparkindex.coordination.tables import make_tables
 from sparkindex.errors import PermanentError
 from sparkindex.keys import load_key
-from sparkindex.worker.latency import LatencyHistogram
 
 #: Jobs a watcher shows as live: they hold (or are about to hold) workers.
 ACTIVE_JOB_STATES = (JobStatus.INITIALIZING, JobStatus.READY, JobStatus.RUNNING, JobStatus.STOPPING)
@@ -138,7 +138,7 @@ class MetricsSnapshot:
     durations: list[int]  # cumulative counts per DURATION_BUCKETS bound, then +Inf
     duration_sum: float
     active: list[tuple[JobRecord, dict[str, EntityStats]]]
-    #: bulk requests of the recent jobs' partitions, merged (:mod:`sparkindex.worker.latency`)
+    #: bulk requests of the recent jobs' partitions, merged (:mod:`sparkindex.coordination.latency`)
     bulk_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     #: fenced partition updates refused (another claim owned it), and partitions not found
     update_errors: int = 0

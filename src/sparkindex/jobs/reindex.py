@@ -25,11 +25,11 @@ from sqlalchemy.exc import DBAPIError
 
 from sparkindex.changes.sync_errors import brief
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.coordination.records import JobRecord, PartitionRecord
 from sparkindex.coordination.recovery import NOT_RESUMABLE, holder_is_dead, holder_name, not_resumable, recover
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.errors import ConfigError, LockHeld, LockLost, SparkIndexError, TransientError
 from sparkindex.jobs.finalize import finalize_job
 from sparkindex.jobs.fingerprint import plan_fingerprint

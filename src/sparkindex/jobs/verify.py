@@ -40,8 +40,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from sparkindex.config.job import JobConfig
-from sparkindex.coordination.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.builder import DocumentBuilder, make_builder
+from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import SparkIndexError
 from sparkindex.jobs.drift import KINDS, DriftCounts, RangeSummary

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from sqlalchemy.exc import DBAPIError
 
 from sparkindex.coordination.base import reruns_until
+from sparkindex.coordination.latency import LatencyHistogram
 from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
@@ -44,7 +45,6 @@ from sparkindex.retry import retry_transient
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.writer import TargetWriter
 from sparkindex.worker.bulk_writes import BulkWrites
-from sparkindex.worker.latency import LatencyHistogram
 from sparkindex.worker.lease import Lease
 from sparkindex.worker.settings import WorkerSettings
 from sparkindex.worker.staged_writes import StagedWrites

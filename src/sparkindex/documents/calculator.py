@@ -4,6 +4,10 @@ Each entity (alias) is split into key ranges of about ``partition_size`` rows; `
 row estimate times the entity's complexity factor (documents with many relations cost more).
 Limits per entity and per job protect the store; when the job limit binds, every entity's
 partitions grow in proportion. The store hands partitions out by priority, then work units.
+
+It lives in ``documents``, beside the plans it sizes (:mod:`.planning`): it asks the source for
+counts and key splits, so it sits above ``sources``, and below its callers (the reindex and
+``explain`` in ``jobs``, the verifier in ``verify``). The store only keeps what it planned.
 """
 
 from __future__ import annotations

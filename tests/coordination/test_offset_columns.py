@@ -1,5 +1,7 @@
 """A store whose sync-offset table predates a column (``retained_bytes``, the slot's retained log
-behind ``sparkindex_sync_retained_bytes``) gets it on first use, on every store kind."""
+behind ``sparkindex_sync_retained_bytes``) gets it when opened, on every store kind (the schema's
+migration, :func:`coordination.engine.ensure_schema`; tests/coordination/test_schema_upgrade.py
+covers whole stores of the version before)."""
 
 from __future__ import annotations
 

@@ -152,7 +152,7 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
 
     store = CoordinationStore(url, prefix)
     try:
-        assert SCHEMA_VERSION == 9
+        assert SCHEMA_VERSION == 10
         assert schema_version(store.engine, prefix) == [(1, SCHEMA_VERSION)]
         assert "writer" in partition_columns(store.engine, prefix)  # v2
         indexes = {ix["name"] for ix in sa.inspect(store.engine).get_indexes(f"{prefix}si_partition")}
@@ -165,6 +165,7 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
         assert "partition_not_found" in table_columns(store.engine, f"{prefix}si_job")  # v7
         assert sa.inspect(store.engine).has_table(f"{prefix}si_write_ahead")  # v8
         assert sa.inspect(store.engine).has_table(f"{prefix}si_swap_attempt")  # v9
+        assert sa.inspect(store.engine).has_table(f"{prefix}si_sync_offset")  # v10 (test_schema_upgrade.py)
 
         job = store.job(job_id)
         assert job.status == JobStatus.RUNNING and job.run_id == "run-v1"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sparkindex.coordination.offsets import OffsetStore, make_offset_tables
+from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.states import JobStatus
 from tests.e2e.shop import wait_for
 from tests.server.conftest import ServerProcess
@@ -228,10 +228,7 @@ def test_reads_and_metrics_on_server_stores(
         assert completed[0].value == 3
         buckets = {s.labels.get("le"): s.value for s in families["sparkindex_partition_duration_seconds"].samples}
         assert buckets["+Inf"] == 3
-        # Only the offsets table: OffsetStore also creates si_change_snapshot, whose primary key is
-        # too long for MariaDB's utf8mb4 (1071), a change-capture matter this test need not hit.
-        offset = make_offset_tables(prefix).offset
-        offset.create(populated.store.engine)
+        offset = make_tables(prefix).sync_offset  # made with the rest of the store's schema
         with populated.store.engine.begin() as conn:
             conn.execute(
                 offset.insert().values(
@@ -249,6 +246,5 @@ def test_reads_and_metrics_on_server_stores(
         assert server.get("/api/sync")["consumers"][0]["position"] == "7"
     finally:
         engine = make_engine(services[kind])
-        make_offset_tables(prefix).metadata.drop_all(engine)
         make_tables(prefix).metadata.drop_all(engine)
         engine.dispose()

@@ -2,8 +2,7 @@
 
 A re-drive that succeeds *resolves* a letter: it leaves the dead-letter table (so lists, counts
 and the next re-drive see only what still fails) and is kept in ``<prefix>si_dead_letter_resolved``
-with when and how it was resolved, until ``gc`` deletes resolutions older than its cutoff. That
-table is this module's own, created on first use, so it needed no migration of the shared schema.
+with when and how it was resolved, until ``gc`` deletes resolutions older than its cutoff.
 """
 
 from __future__ import annotations
@@ -16,28 +15,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
 
 from sparkindex.coordination.base import rerun_on_conflict
 from sparkindex.coordination.records import DeadLetter
-from sparkindex.coordination.tables import Time
-
-
-def resolved_table(prefix: str) -> sa.Table:
-    return sa.Table(
-        f"{prefix}si_dead_letter_resolved",
-        sa.MetaData(),
-        sa.Column("alias", sa.String(255), primary_key=True),
-        sa.Column("doc_id", sa.String(512), primary_key=True),
-        sa.Column("job_id", sa.String(36), nullable=False),
-        sa.Column("error_class", sa.String(255), nullable=False),
-        sa.Column("error_message", sa.Text, nullable=False),
-        sa.Column("attempts", sa.Integer, nullable=False),
-        sa.Column("first_seen", Time, nullable=False),
-        sa.Column("last_seen", Time, nullable=False),
-        sa.Column("resolved_at", Time, nullable=False, index=True),
-        sa.Column("resolution", sa.String(32), nullable=False),  # redriven, gone
-    )
 
 
 @dataclass(frozen=True)
@@ -48,23 +28,10 @@ class ResolvedLetter:
 
 
 class DeadLetterStore:
-    def __init__(self, engine: Engine, table: sa.Table) -> None:
+    def __init__(self, engine: Engine, table: sa.Table, resolved: sa.Table) -> None:
         self.engine = engine
         self.t = table
-        self._resolved: sa.Table | None = None
-
-    @property
-    def resolved_t(self) -> sa.Table:
-        """The resolutions table, created the first time anything needs it."""
-        if self._resolved is None:
-            table = resolved_table(str(self.t.name)[: -len("si_dead_letter")])
-            try:
-                table.create(self.engine, checkfirst=True)
-            except DBAPIError:  # created concurrently by another process
-                if not sa.inspect(self.engine).has_table(table.name):
-                    raise
-            self._resolved = table
-        return self._resolved
+        self.resolved_t = resolved
 
     @rerun_on_conflict
     def add(

@@ -1,5 +1,10 @@
 """Connecting to the coordination database and creating (or upgrading) its schema.
 
+The schema has one regime: a fresh store gets every table of :mod:`coordination.tables` at the
+current version; an existing one is upgraded by the versioned migrations below, in order, each
+once. No other module creates or alters a table (up to version 9 some created their own on first
+use; version 10 adopted those).
+
 SQLite gets ``BEGIN IMMEDIATE`` for every transaction: the write lock is taken up front, so a
 read-then-update (a job transition) can never interleave with another process's. WAL mode lets
 readers run alongside. Other dialects rely on the row lock every conditional UPDATE takes.
@@ -13,6 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 
 from sparkindex.config.secrets import redact_url
 from sparkindex.config.urls import normalize_url
@@ -100,11 +106,104 @@ def _v7_seed_error_counts(conn: sa.Connection, tables: Tables) -> None:
 
 
 def _v8_write_ahead(conn: sa.Connection, tables: Tables) -> None:
-    tables.write_ahead.create(conn, checkfirst=True)  # create_all made it already; named here for v8
+    tables.write_ahead.create(conn, checkfirst=True)
 
 
 def _v9_swap_log(conn: sa.Connection, tables: Tables) -> None:
-    tables.swap_attempt.create(conn, checkfirst=True)  # create_all made it already; named here for v9
+    tables.swap_attempt.create(conn, checkfirst=True)
+
+
+def _v10_first_use_tables(conn: sa.Connection, tables: Tables) -> None:
+    """Adopt the tables that their modules created on first use up to version 9 (change capture's
+    offsets, ledger, snapshots, deferred runs, holds, presence and hand-overs; sync events and
+    gaps; verify runs; dead-letter resolutions). A store may hold none, some, or all of them, in
+    the shape of whichever version made them: what is missing is created, columns added later are
+    added (``sync_offset.retained_bytes``, ``sync_hold.expires_at``), and the deferred-run table of
+    its first release (the day and time of the last refresh) gets ``started_at`` from ``ran_at``."""
+    for table in (
+        tables.sync_offset,
+        tables.doc_version,
+        tables.change_snapshot,
+        tables.deferred_run,
+        tables.sync_hold,
+        tables.sync_presence,
+        tables.reindex_handover,
+        tables.sync_event,
+        tables.sync_gap,
+        tables.verify_run,
+        tables.dead_letter_resolved,
+    ):
+        if table is tables.deferred_run:
+            _deferred_run_from_ran_at(conn, table)
+        _adopt(conn, table)
+
+
+def _adopt(conn: sa.Connection, table: sa.Table) -> None:
+    """Create *table*, or add the nullable columns and the indexes it lacks. Each step checks
+    first and tolerates a concurrent upgrader having done it (MySQL/MariaDB commit every DDL
+    statement at once, so the version row's lock does not keep a second upgrader out)."""
+    if not sa.inspect(conn).has_table(table.name):
+        _ddl(conn, lambda: table.create(conn), lambda: sa.inspect(conn).has_table(table.name))
+        return
+    present = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
+    for column in table.columns:
+        if column.name in present:
+            continue
+        if not column.nullable:
+            raise PermanentError(f"coordination table {table.name} lacks column {column.name}; cannot add it")
+        _add_column(conn, table, column)
+    for index in table.indexes:
+        _add_index(conn, table, index)
+
+
+def _deferred_run_from_ran_at(conn: sa.Connection, table: sa.Table) -> None:
+    """The deferred-run table as first released kept the day (``ran_on``) and time (``ran_at``) of
+    the last refresh, both NOT NULL; it now keeps when the refresh started. ``ran_at`` (when it was
+    recorded, after it ran) becomes ``started_at``: a refresh is then due no sooner than before."""
+    if not sa.inspect(conn).has_table(table.name):
+        return
+    present = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
+    if "ran_at" not in present and "ran_on" not in present:
+        return
+    started = table.c.started_at
+    if started.name not in present:
+        _add_column(conn, table, started)
+    quoted = conn.dialect.identifier_preparer.quote
+    name = quoted(table.name)
+    if "ran_at" in present:
+        conn.execute(sa.text(f"UPDATE {name} SET {quoted(started.name)} = ran_at WHERE {quoted(started.name)} IS NULL"))
+    for old in ("ran_on", "ran_at"):
+        if old in present:
+            conn.execute(sa.text(f"ALTER TABLE {name} DROP COLUMN {old}"))
+
+
+def _add_index(conn: sa.Connection, table: sa.Table, index: sa.Index) -> None:
+    def present() -> bool:
+        return index.name in {ix["name"] for ix in sa.inspect(conn).get_indexes(table.name)}
+
+    if not present():
+        _ddl(conn, lambda: index.create(conn), present)
+
+
+def _add_column(conn: sa.Connection, table: sa.Table, column: sa.Column[Any]) -> None:
+    quoted = conn.dialect.identifier_preparer.quote
+    kind = column.type.compile(dialect=conn.dialect)
+    statement = sa.text(f"ALTER TABLE {quoted(table.name)} ADD COLUMN {quoted(column.name)} {kind}")
+    _ddl(
+        conn,
+        lambda: conn.execute(statement),
+        lambda: column.name in {c["name"] for c in sa.inspect(conn).get_columns(table.name)},
+    )
+
+
+def _ddl(conn: sa.Connection, run: Callable[[], object], done: Callable[[], bool]) -> None:
+    """Run one DDL step; a failure is fine when another upgrader did the same step meanwhile
+    (only MySQL/MariaDB get here: elsewhere the version row's lock keeps upgraders apart)."""
+    try:
+        run()
+    except DBAPIError:
+        if not done():
+            raise
 
 
 #: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
@@ -118,19 +217,31 @@ MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
     7: _v7_seed_error_counts,
     8: _v8_write_ahead,
     9: _v9_swap_log,
+    10: _v10_first_use_tables,
 }
 
 
 def ensure_schema(engine: Engine, tables: Tables) -> None:
-    """Create missing tables, apply pending migrations in order; refuse a newer schema than ours."""
+    """Create a fresh store's tables, or apply the pending migrations in order; refuse a newer
+    schema than ours. A store at the current version costs two catalog reads and nothing else."""
     if engine.url.get_backend_name() == "sqlite" and engine.url.database:
         from pathlib import Path
 
         Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
-    tables.metadata.create_all(engine, checkfirst=True)
+    if _stored_version(engine, tables) == SCHEMA_VERSION:
+        return
+    if not sa.inspect(engine).has_table(tables.schema.name):
+        tables.metadata.create_all(engine, checkfirst=True)
     with engine.begin() as conn:
-        row = conn.execute(sa.select(tables.schema.c.version).where(tables.schema.c.id == 1)).first()
+        # locked: a second process upgrading the same store waits here, then finds it done
+        # (SQLite: BEGIN IMMEDIATE does the same)
+        stmt = sa.select(tables.schema.c.version).where(tables.schema.c.id == 1).with_for_update()
+        row = conn.execute(stmt).first()
         if row is None:
+            # a store just created (or whose creation was cut short), maybe beside tables that
+            # an older version created on first use: those are brought to the current shape
+            tables.metadata.create_all(conn, checkfirst=True)
+            _v10_first_use_tables(conn, tables)
             conn.execute(tables.schema.insert().values(id=1, version=SCHEMA_VERSION, upgraded_at=time.time()))
         elif row.version > SCHEMA_VERSION:
             raise PermanentError(
@@ -145,3 +256,12 @@ def ensure_schema(engine: Engine, tables: Tables) -> None:
                     .where(tables.schema.c.id == 1)
                     .values(version=version, upgraded_at=time.time())
                 )
+
+
+def _stored_version(engine: Engine, tables: Tables) -> int | None:
+    """The store's schema version; None for a store without one (fresh, or cut short)."""
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(tables.schema.name):
+            return None
+        row = conn.execute(sa.select(tables.schema.c.version).where(tables.schema.c.id == 1)).first()
+    return None if row is None else int(row.version)

@@ -31,10 +31,8 @@ from typing import Any
 
 import orjson
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
 
-from sparkindex.coordination.base import rerun_on_conflict, store_now
-from sparkindex.coordination.tables import Time
+from sparkindex.coordination.base import StoreBase, rerun_on_conflict, store_now
 
 #: How long a hold lives without being renewed (its holder renews it every few seconds).
 HOLD_TTL_S = 30.0
@@ -44,52 +42,11 @@ LEGACY_HOLD_TTL_S = 600.0
 
 @dataclass(frozen=True)
 class HoldTables:
+    """The three tables of the hand-over (in :mod:`coordination.tables`, with every other)."""
+
     hold: sa.Table
     presence: sa.Table
     handover: sa.Table
-
-
-def add_hold_tables(md: sa.MetaData, prefix: str = "") -> HoldTables:
-    p = f"{prefix}si_"
-    hold = sa.Table(
-        f"{p}sync_hold",
-        md,
-        sa.Column("alias", sa.String(255), primary_key=True),
-        sa.Column("holder", sa.String(255), nullable=False),
-        sa.Column("since", Time, nullable=False),
-        #: set by a live sync when it has paused the alias: the position it had applied
-        sa.Column("paused_at", sa.BigInteger),
-        sa.Column("paused_by", sa.String(255)),
-        #: the lease; NULL in rows placed before holds had one (see LEGACY_HOLD_TTL_S)
-        sa.Column("expires_at", Time),
-    )
-    presence = sa.Table(
-        f"{p}sync_presence",
-        md,
-        # 255 * 3 characters: within MariaDB's 3,072-byte key limit in utf8mb4
-        sa.Column("group_name", sa.String(255), primary_key=True),
-        sa.Column("alias", sa.String(255), primary_key=True),
-        sa.Column("holder", sa.String(255), primary_key=True),
-        sa.Column("since", Time, nullable=False),
-        sa.Column("expires_at", Time, nullable=False),
-        #: the hold this sync paused the alias for, and the position it had applied then
-        sa.Column("paused_for", sa.String(255)),
-        sa.Column("paused_at", sa.BigInteger),
-    )
-    handover = sa.Table(
-        f"{p}reindex_handover",
-        md,
-        sa.Column("job_id", sa.String(64), primary_key=True),
-        sa.Column("alias", sa.String(255), primary_key=True),
-        sa.Column("index_name", sa.String(255), nullable=False),
-        #: the log position before the partitions were planned (no catch-up: the head, no slot)
-        sa.Column("start_position", sa.BigInteger),
-        sa.Column("start_json", sa.Text),
-        #: the swap, once done: the fencing token it carried and when
-        sa.Column("fence", sa.BigInteger),
-        sa.Column("swapped_at", Time),
-    )
-    return HoldTables(hold, presence, handover)
 
 
 @dataclass(frozen=True)
@@ -114,23 +71,23 @@ class Presence:
     paused_at: int | None
 
 
-class SyncHolds:
-    """Holds, presence and hand-over records; mixed into
-    :class:`sparkindex.coordination.offsets.OffsetStore`, which creates the tables."""
+class SyncHolds(StoreBase):
+    """Holds (with their lease), sync presence and hand-over records."""
 
-    engine: Engine
-    h: HoldTables
+    @property
+    def h(self) -> HoldTables:
+        return HoldTables(self.t.sync_hold, self.t.sync_presence, self.t.reindex_handover)
 
     # -- holds (a reindex about to swap pauses live syncs of the alias) -------------------------------
     def _live_hold(self, now: float) -> sa.ColumnElement[bool]:
-        t = self.h.hold
+        t = self.t.sync_hold
         return sa.or_(t.c.expires_at > now, sa.and_(t.c.expires_at.is_(None), t.c.since > now - LEGACY_HOLD_TTL_S))
 
     @rerun_on_conflict
     def hold(self, alias: str, holder: str, ttl_s: float = HOLD_TTL_S) -> None:
         """Hold *alias* for *ttl_s* (renew with :meth:`renew_holds`). Replaces any hold on it: the
         caller holds the alias's reindex lock, so another holder is a reindex that died."""
-        t = self.h.hold
+        t = self.t.sync_hold
         with self.engine.begin() as conn:
             now = store_now(conn)
             conn.execute(t.delete().where(t.c.alias == alias))
@@ -140,7 +97,7 @@ class SyncHolds:
     def renew_holds(self, aliases: Sequence[str], holder: str, ttl_s: float = HOLD_TTL_S) -> set[str]:
         """Extend *holder*'s live holds on *aliases*; return the aliases it still held. A hold that
         expired is not revived: a sync may have carried on meanwhile."""
-        t = self.h.hold
+        t = self.t.sync_hold
         held: set[str] = set()
         with self.engine.begin() as conn:
             now = store_now(conn)
@@ -157,7 +114,7 @@ class SyncHolds:
     @rerun_on_conflict
     def holds(self, aliases: Sequence[str]) -> dict[str, Hold]:
         """The live holds on *aliases* (expired ones are as good as released)."""
-        t = self.h.hold
+        t = self.t.sync_hold
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(t).where(t.c.alias.in_(list(aliases)), self._live_hold(store_now(conn)))
@@ -167,7 +124,7 @@ class SyncHolds:
     @rerun_on_conflict
     def pause(self, alias: str, holder: str, position: int, by: str) -> None:
         """Sync *by* has paused *alias* for *holder*'s hold, having applied up to *position*."""
-        t, p = self.h.hold, self.h.presence
+        t, p = self.t.sync_hold, self.t.sync_presence
         with self.engine.begin() as conn:
             conn.execute(
                 t.update().where(t.c.alias == alias, t.c.holder == holder).values(paused_at=position, paused_by=by)
@@ -178,7 +135,7 @@ class SyncHolds:
 
     @rerun_on_conflict
     def release(self, alias: str, holder: str) -> None:
-        t = self.h.hold
+        t = self.t.sync_hold
         with self.engine.begin() as conn:
             conn.execute(t.delete().where(t.c.alias == alias, t.c.holder == holder))
 
@@ -188,7 +145,7 @@ class SyncHolds:
         """Sync *holder* of *group* serves *aliases* for the next *ttl_s* seconds: called when it
         starts and at every lock refresh. Rows of aliases it no longer serves go, as do rows
         anybody left expired (a sync that was killed)."""
-        p, t = self.h.presence, self.h.hold
+        p, t = self.t.sync_presence, self.t.sync_hold
         with self.engine.begin() as conn:
             now = store_now(conn)
             conn.execute(p.delete().where(p.c.expires_at < now))
@@ -218,14 +175,14 @@ class SyncHolds:
     @rerun_on_conflict
     def retire(self, group: str, holder: str) -> None:
         """Sync *holder* of *group* stopped: it serves nothing any more."""
-        p = self.h.presence
+        p = self.t.sync_presence
         with self.engine.begin() as conn:
             conn.execute(p.delete().where(p.c.group_name == group, p.c.holder == holder))
 
     @rerun_on_conflict
     def presence(self, aliases: Sequence[str] | None = None) -> list[Presence]:
         """The live presence rows (of *aliases*, or all)."""
-        p = self.h.presence
+        p = self.t.sync_presence
         with self.engine.connect() as conn:
             stmt = sa.select(p).where(p.c.expires_at > store_now(conn))
             if aliases is not None:
@@ -244,7 +201,7 @@ class SyncHolds:
     @rerun_on_conflict
     def record_starts(self, job_id: str, starts: Mapping[str, tuple[int, dict[str, Any], str]]) -> None:
         """Per alias, the log position (position, offset) recorded before planning, and the index."""
-        t = self.h.handover
+        t = self.t.reindex_handover
         with self.engine.begin() as conn:
             conn.execute(t.delete().where(t.c.job_id == job_id))
             for alias, (position, offset, index) in starts.items():
@@ -260,14 +217,14 @@ class SyncHolds:
 
     @rerun_on_conflict
     def starts(self, job_id: str) -> dict[str, tuple[int, dict[str, Any]]]:
-        t = self.h.handover
+        t = self.t.reindex_handover
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(t).where(t.c.job_id == job_id, t.c.start_json.is_not(None))).fetchall()
         return {r.alias: (int(r.start_position), orjson.loads(r.start_json)) for r in rows}
 
     @rerun_on_conflict
     def record_swap(self, job_id: str, alias: str, index: str, fence: int | None) -> None:
-        t = self.h.handover
+        t = self.t.reindex_handover
         now = time.time()
         with self.engine.begin() as conn:
             mine = sa.and_(t.c.job_id == job_id, t.c.alias == alias)
@@ -278,7 +235,7 @@ class SyncHolds:
     @rerun_on_conflict
     def swaps(self, job_id: str) -> dict[str, str]:
         """alias -> the index this job swapped it to, for the swaps recorded."""
-        t = self.h.handover
+        t = self.t.reindex_handover
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(t.c.alias, t.c.index_name).where(t.c.job_id == job_id, t.c.swapped_at.is_not(None))
@@ -287,6 +244,6 @@ class SyncHolds:
 
     @rerun_on_conflict
     def forget_handover(self, job_id: str) -> None:
-        t = self.h.handover
+        t = self.t.reindex_handover
         with self.engine.begin() as conn:
             conn.execute(t.delete().where(t.c.job_id == job_id))

@@ -1,9 +1,11 @@
-"""The SQL coordination store: one object over jobs, partitions, stats, locks and dead letters.
+"""The SQL coordination store: one object over jobs, partitions, stats, locks, dead letters and
+change capture's state.
 
-Each concept lives in its own module and class (:mod:`jobs`, :mod:`partitions`, :mod:`stats`,
-:mod:`locks`, :mod:`dead_letters`, :mod:`write_ahead`, :mod:`swap_log`); this facade only
-connects, creates or upgrades the schema, and combines them, so callers keep constructing
-``CoordinationStore(url, prefix)``.
+Each concept lives in its own module and class (:mod:`jobs`, :mod:`partitions`, :mod:`resets`,
+:mod:`stats`, :mod:`locks`, :mod:`dead_letters`, :mod:`write_ahead`, :mod:`swap_log`,
+:mod:`offsets`, :mod:`ledger`, :mod:`snapshots`, :mod:`holds`, :mod:`deferred_runs`); this
+facade only connects, creates or upgrades the schema, and combines them, so callers keep
+constructing ``CoordinationStore(url, prefix)``.
 """
 
 from __future__ import annotations
@@ -13,11 +15,17 @@ from sqlalchemy.exc import DBAPIError
 from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.base import Fence, alias_key, rerun_on_conflict, retryable
 from sparkindex.coordination.dead_letters import DeadLetterStore
+from sparkindex.coordination.deferred_runs import DeferredRuns
 from sparkindex.coordination.engine import ensure_schema, make_engine
+from sparkindex.coordination.holds import SyncHolds
 from sparkindex.coordination.jobs import JobRows
+from sparkindex.coordination.ledger import VersionLedger
 from sparkindex.coordination.locks import LockManager
+from sparkindex.coordination.offsets import ConsumerOffsetRows
 from sparkindex.coordination.partitions import PartitionRows
 from sparkindex.coordination.records import EntityStats
+from sparkindex.coordination.resets import PartitionResets
+from sparkindex.coordination.snapshots import ChangeSnapshots
 from sparkindex.coordination.stats import PartitionStats
 from sparkindex.coordination.swap_log import SwapLog
 from sparkindex.coordination.tables import make_tables
@@ -27,7 +35,7 @@ from sparkindex.errors import TransientError
 __all__ = ["CoordinationStore", "Fence", "alias_key", "rerun_on_conflict", "retryable"]
 
 
-class CoordinationStore(JobRows, PartitionRows, PartitionStats):
+class CoordinationStore(JobRows, PartitionRows, PartitionResets, PartitionStats):
     def __init__(self, url: str, prefix: str = "") -> None:
         self.url = url
         engine = make_engine(url)
@@ -41,9 +49,15 @@ class CoordinationStore(JobRows, PartitionRows, PartitionStats):
         single = None if engine.dialect.name == "sqlite" else make_engine(url, autocommit=True)
         super().__init__(engine, tables, single)
         self.locks = LockManager(engine, tables.lock)
-        self.dead_letters = DeadLetterStore(engine, tables.dead_letter)
+        self.dead_letters = DeadLetterStore(engine, tables.dead_letter, tables.dead_letter_resolved)
         self.write_ahead = WriteAheadLog(engine, tables.write_ahead, tables.partition)
         self.swap_log = SwapLog(engine, tables.swap_attempt, tables.lock)
+        # change capture's state, one concept each
+        self.offsets = ConsumerOffsetRows(engine, tables)
+        self.ledger = VersionLedger(engine, tables)
+        self.snapshots = ChangeSnapshots(engine, tables)
+        self.sync_holds = SyncHolds(engine, tables)
+        self.deferred_runs = DeferredRuns(engine, tables)
 
     def close(self) -> None:
         self.direct_connections.close()

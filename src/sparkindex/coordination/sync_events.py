@@ -12,7 +12,7 @@ and is retried), ``restart`` (the streaming query failed and was started again),
 log could not serve a stored position; reconciled or refused), ``permanent`` (the sync ended).
 
 A counter keeps only the newest message, so each gap is also kept as a row of its own
-(``<prefix>si_sync_gap``, created with the counters' table): when it was found, why, and how it
+(``<prefix>si_sync_gap``, beside the counters' ``si_sync_event``): when it was found, why, and how it
 ended (reconciled, with what the verify/repair found per alias and the position the stream went
 on from; or refused; or a reconciliation that failed), so the page can show a group's history.
 """
@@ -30,7 +30,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sparkindex.coordination.base import rerun_on_conflict
-from sparkindex.coordination.tables import Time
+from sparkindex.coordination.engine import ensure_schema
+from sparkindex.coordination.tables import make_tables
 
 #: the longest message kept per kind (the newest one)
 MESSAGE_MAX = 1000
@@ -75,51 +76,28 @@ class GapRecord:
         return asdict(self)
 
 
-def make_gap_table(prefix: str = "", metadata: sa.MetaData | None = None) -> sa.Table:
-    table = sa.Table(
-        f"{prefix}si_sync_gap",
-        metadata if metadata is not None else sa.MetaData(),
-        sa.Column("gap_id", sa.String(36), primary_key=True),
-        sa.Column("group_name", sa.String(255), nullable=False),
-        sa.Column("alias", sa.String(255), nullable=False),
-        sa.Column("found_at", Time, nullable=False),
-        sa.Column("reason", sa.Text, nullable=False),
-        sa.Column("stored", sa.BigInteger),
-        sa.Column("available", sa.BigInteger),
-        sa.Column("outcome", sa.String(16), nullable=False),
-        sa.Column("ended_at", Time),
-        sa.Column("position", sa.BigInteger),
-        sa.Column("found_json", sa.Text),
-        sa.Column("detail", sa.Text),
-    )
-    sa.Index(f"{prefix}si_sync_gap_found", table.c.group_name, table.c.found_at)
-    return table
+def make_gap_table(prefix: str = "") -> sa.Table:
+    """The gap table of *prefix* (part of :func:`coordination.tables.make_tables`)."""
+    return make_tables(prefix).sync_gap
 
 
 def make_event_table(prefix: str = "") -> tuple[sa.MetaData, sa.Table]:
-    md = sa.MetaData()
-    table = sa.Table(
-        f"{prefix}si_sync_event",
-        md,
-        sa.Column("group_name", sa.String(255), primary_key=True),
-        sa.Column("kind", sa.String(32), primary_key=True),
-        sa.Column("times", sa.BigInteger, nullable=False),
-        sa.Column("last_at", Time, nullable=False),
-        sa.Column("message", sa.Text, nullable=False),
-    )
-    return md, table
+    """The counters' table of *prefix*, with the metadata of the whole schema."""
+    tables = make_tables(prefix)
+    return tables.metadata, tables.sync_event
 
 
 class SyncEvents:
     def __init__(self, engine: Engine, prefix: str = "", *, create: bool = True) -> None:
-        """*create* False: a reader (the server) that never writes DDL; it reads nothing until a
-        sync made the table."""
+        """*create*: make sure the store's schema is current first (:func:`ensure_schema`, as
+        opening the store does). False: a reader (the server) that never writes DDL; it reads
+        nothing from a database where no store was ever opened."""
         self.engine = engine
         self.create = create
-        metadata, self.table = make_event_table(prefix)
-        self.gap_table = make_gap_table(prefix, metadata)
+        tables = make_tables(prefix)
+        self.table, self.gap_table = tables.sync_event, tables.sync_gap
         if create:
-            metadata.create_all(engine, checkfirst=True)
+            ensure_schema(engine, tables)
 
     @rerun_on_conflict
     def record(self, group: str, kind: str, message: str) -> None:

@@ -1,7 +1,10 @@
-"""The coordination schema, in portable SQLAlchemy Core (SQLite now, PostgreSQL/MySQL next).
+"""The coordination schema, in portable SQLAlchemy Core (SQLite, PostgreSQL, MySQL/MariaDB).
 
 Times are epoch seconds as doubles; JSON is stored as text so every dialect reads it the same.
 A table prefix lets several clusters share one database (Data Prepper's ``partition_prefix``).
+Every table is here and only here: :mod:`sparkindex.coordination.engine` creates them on a fresh
+store and changes them by versioned migrations, and no other module creates or alters any.
+Keys of several strings stay within MariaDB's 3,072-byte limit in utf8mb4 (4 bytes a character).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 Time = sa.Float(precision=53)
 
@@ -26,6 +29,23 @@ class Tables:
     dead_letter: sa.Table
     write_ahead: sa.Table
     swap_attempt: sa.Table
+    # v10: the tables other modules used to create on first use (see make_first_use_tables)
+    sync_offset: sa.Table
+    doc_version: sa.Table
+    change_snapshot: sa.Table
+    deferred_run: sa.Table
+    sync_hold: sa.Table
+    sync_presence: sa.Table
+    reindex_handover: sa.Table
+    sync_event: sa.Table
+    sync_gap: sa.Table
+    verify_run: sa.Table
+    dead_letter_resolved: sa.Table
+
+    @property
+    def prefix(self) -> str:
+        """The table prefix these tables were made with."""
+        return str(self.schema.name)[: -len("si_schema")]
 
 
 def make_tables(prefix: str = "") -> Tables:
@@ -170,4 +190,165 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("detail", sa.Text),
         sa.Column("finished_at", Time),
     )
-    return Tables(md, schema, job, partition, lock, dead_letter, write_ahead, swap_attempt)
+    return Tables(
+        md, schema, job, partition, lock, dead_letter, write_ahead, swap_attempt, *make_first_use_tables(md, p)
+    )
+
+
+#: the drift counts a verify run keeps as columns (the rest of its report is JSON)
+VERIFY_COUNTS = ("checked", "missing", "extra", "stale", "duplicates", "unbuildable", "index_docs")
+
+
+def make_first_use_tables(md: sa.MetaData, p: str) -> tuple[sa.Table, ...]:
+    """The tables that, up to schema version 9, the modules using them created on first use
+    (outside the versioned schema); version 10 adopted them. In :class:`Tables` field order."""
+    # change capture (coordination/offsets.py, ledger.py, snapshots.py, deferred_runs.py)
+    sync_offset = sa.Table(
+        f"{p}sync_offset",
+        md,
+        sa.Column("group_name", sa.String(255), primary_key=True),
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("offset_json", sa.Text, nullable=False),
+        sa.Column("index_name", sa.String(255)),
+        sa.Column("applied", sa.BigInteger, nullable=False, default=0),
+        sa.Column("deleted", sa.BigInteger, nullable=False, default=0),
+        sa.Column("lag_s", sa.Float, nullable=False, default=0.0),
+        sa.Column("updated_at", Time, nullable=False),
+        #: log the source retains for the group (a PostgreSQL slot's WAL), as last measured
+        sa.Column("retained_bytes", sa.BigInteger),
+    )
+    doc_version = sa.Table(
+        f"{p}doc_version",
+        md,
+        sa.Column("index_name", sa.String(255), primary_key=True),
+        sa.Column("doc_id", sa.String(512), primary_key=True),
+        sa.Column("version", sa.BigInteger, nullable=False),
+        sa.Column("updated_at", Time, nullable=False),
+    )
+    change_snapshot = sa.Table(
+        f"{p}change_snapshot",
+        md,
+        sa.Column("alias", sa.String(128), primary_key=True),
+        sa.Column("tbl", sa.String(128), primary_key=True),
+        sa.Column("row_key", sa.String(512), primary_key=True),
+        sa.Column("images", sa.Text, nullable=False),
+        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("recorded_at", Time, nullable=False),
+    )
+    deferred_run = sa.Table(
+        f"{p}deferred_run",
+        md,
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("started_at", Time, nullable=False),
+    )
+    # a reindex and the live syncs taking turns (coordination/holds.py)
+    sync_hold = sa.Table(
+        f"{p}sync_hold",
+        md,
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("holder", sa.String(255), nullable=False),
+        sa.Column("since", Time, nullable=False),
+        #: set by a live sync when it has paused the alias: the position it had applied
+        sa.Column("paused_at", sa.BigInteger),
+        sa.Column("paused_by", sa.String(255)),
+        #: the lease; NULL in rows placed before holds had one (holds.LEGACY_HOLD_TTL_S)
+        sa.Column("expires_at", Time),
+    )
+    sync_presence = sa.Table(
+        f"{p}sync_presence",
+        md,
+        sa.Column("group_name", sa.String(255), primary_key=True),
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("holder", sa.String(255), primary_key=True),
+        sa.Column("since", Time, nullable=False),
+        sa.Column("expires_at", Time, nullable=False),
+        #: the hold this sync paused the alias for, and the position it had applied then
+        sa.Column("paused_for", sa.String(255)),
+        sa.Column("paused_at", sa.BigInteger),
+    )
+    reindex_handover = sa.Table(
+        f"{p}reindex_handover",
+        md,
+        sa.Column("job_id", sa.String(64), primary_key=True),
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("index_name", sa.String(255), nullable=False),
+        #: the log position before the partitions were planned (no catch-up: the head, no slot)
+        sa.Column("start_position", sa.BigInteger),
+        sa.Column("start_json", sa.Text),
+        #: the swap, once done: the fencing token it carried and when
+        sa.Column("fence", sa.BigInteger),
+        sa.Column("swapped_at", Time),
+    )
+    # what went wrong in a sync, and each gap (coordination/sync_events.py)
+    sync_event = sa.Table(
+        f"{p}sync_event",
+        md,
+        sa.Column("group_name", sa.String(255), primary_key=True),
+        sa.Column("kind", sa.String(32), primary_key=True),
+        sa.Column("times", sa.BigInteger, nullable=False),
+        sa.Column("last_at", Time, nullable=False),
+        sa.Column("message", sa.Text, nullable=False),
+    )
+    sync_gap = sa.Table(
+        f"{p}sync_gap",
+        md,
+        sa.Column("gap_id", sa.String(36), primary_key=True),
+        sa.Column("group_name", sa.String(255), nullable=False),
+        sa.Column("alias", sa.String(255), nullable=False),
+        sa.Column("found_at", Time, nullable=False),
+        sa.Column("reason", sa.Text, nullable=False),
+        sa.Column("stored", sa.BigInteger),
+        sa.Column("available", sa.BigInteger),
+        sa.Column("outcome", sa.String(16), nullable=False),
+        sa.Column("ended_at", Time),
+        sa.Column("position", sa.BigInteger),
+        sa.Column("found_json", sa.Text),
+        sa.Column("detail", sa.Text),
+    )
+    sa.Index(f"{p}sync_gap_found", sync_gap.c.group_name, sync_gap.c.found_at)
+    # results of verify runs (coordination/verify_runs.py)
+    verify_run = sa.Table(
+        f"{p}verify_run",
+        md,
+        sa.Column("run_id", sa.String(36), primary_key=True),
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("index_name", sa.String(255)),
+        sa.Column("trigger", sa.String(32), nullable=False),  # cli, scheduled, api
+        sa.Column("repair", sa.Boolean, nullable=False, default=False),
+        sa.Column("status", sa.String(16), nullable=False),  # clean, drift, failed
+        *(sa.Column(c, sa.BigInteger, nullable=False, default=0) for c in VERIFY_COUNTS),
+        sa.Column("started_at", Time, nullable=False),
+        sa.Column("finished_at", Time, nullable=False),
+        sa.Column("report_json", sa.Text),
+        sa.Column("error", sa.Text),
+    )
+    sa.Index(f"{p}verify_run_latest", verify_run.c.alias, verify_run.c.finished_at)
+    # dead letters a re-drive resolved (coordination/dead_letters.py)
+    dead_letter_resolved = sa.Table(
+        f"{p}dead_letter_resolved",
+        md,
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("doc_id", sa.String(512), primary_key=True),
+        sa.Column("job_id", sa.String(36), nullable=False),
+        sa.Column("error_class", sa.String(255), nullable=False),
+        sa.Column("error_message", sa.Text, nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("first_seen", Time, nullable=False),
+        sa.Column("last_seen", Time, nullable=False),
+        sa.Column("resolved_at", Time, nullable=False, index=True),
+        sa.Column("resolution", sa.String(32), nullable=False),  # redriven, gone
+    )
+    return (
+        sync_offset,
+        doc_version,
+        change_snapshot,
+        deferred_run,
+        sync_hold,
+        sync_presence,
+        reindex_handover,
+        sync_event,
+        sync_gap,
+        verify_run,
+        dead_letter_resolved,
+    )

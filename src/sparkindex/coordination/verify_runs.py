@@ -1,62 +1,44 @@
 """Results of verify runs, one row per run and alias, where the server and its metrics read drift.
 
 Kept in the coordination store beside the jobs, so a check run by any process (the CLI, the
-scheduled check inside ``serve`` or ``sync``) shows on every page and scrape. The table is this
-module's own (``<prefix>si_verify_run``), created on first use, so adding it needed no migration
-of the shared schema.
+scheduled check inside ``serve`` or ``sync``) shows on every page and scrape
+(``<prefix>si_verify_run``).
 """
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
 
 from sparkindex.coordination.base import rerun_on_conflict
-from sparkindex.coordination.store import CoordinationStore
-from sparkindex.coordination.tables import Time
+from sparkindex.coordination.tables import VERIFY_COUNTS, Tables, make_tables
 
 #: drift counts kept as columns (the rest of the report is JSON)
-COUNTS = ("checked", "missing", "extra", "stale", "duplicates", "unbuildable", "index_docs")
+COUNTS = VERIFY_COUNTS
 
 
 def verify_run_table(prefix: str) -> sa.Table:
-    t = sa.Table(
-        f"{prefix}si_verify_run",
-        sa.MetaData(),
-        sa.Column("run_id", sa.String(36), primary_key=True),
-        sa.Column("alias", sa.String(255), primary_key=True),
-        sa.Column("index_name", sa.String(255)),
-        sa.Column("trigger", sa.String(32), nullable=False),  # cli, scheduled, api
-        sa.Column("repair", sa.Boolean, nullable=False, default=False),
-        sa.Column("status", sa.String(16), nullable=False),  # clean, drift, failed
-        *(sa.Column(c, sa.BigInteger, nullable=False, default=0) for c in COUNTS),
-        sa.Column("started_at", Time, nullable=False),
-        sa.Column("finished_at", Time, nullable=False),
-        sa.Column("report_json", sa.Text),
-        sa.Column("error", sa.Text),
-    )
-    sa.Index(f"{prefix}si_verify_run_latest", t.c.alias, t.c.finished_at)
-    return t
+    """The verify-run table of *prefix* (part of :func:`coordination.tables.make_tables`)."""
+    return make_tables(prefix).verify_run
 
 
-def prefix_of(store: CoordinationStore) -> str:
-    """The store's table prefix, read back from one of its own table names."""
-    return str(store.t.job.name)[: -len("si_job")]
+def prefix_of(store: OpenStore) -> str:
+    """The store's table prefix."""
+    return store.t.prefix
 
 
-def ensure_table(engine: Engine, table: sa.Table) -> None:
-    """Create *table* unless it exists; a concurrent creator winning the race is fine."""
-    try:
-        table.create(engine, checkfirst=True)
-    except DBAPIError:
-        if not sa.inspect(engine).has_table(table.name):
-            raise
+class OpenStore(Protocol):
+    """What verify runs are read and written through: an open store (its schema current), or
+    the server's read-only views of one."""
+
+    engine: Engine
+    t: Tables
 
 
 @dataclass(frozen=True)
@@ -86,10 +68,9 @@ class VerifyRun:
 class VerifyRuns:
     """Recording and reading verify results in the coordination store."""
 
-    def __init__(self, store: CoordinationStore) -> None:
+    def __init__(self, store: OpenStore) -> None:
         self.engine = store.engine
-        self.t = verify_run_table(prefix_of(store))
-        ensure_table(self.engine, self.t)
+        self.t = store.t.verify_run
 
     @rerun_on_conflict
     def record(self, runs: list[VerifyRun]) -> None:
@@ -126,6 +107,19 @@ class VerifyRuns:
             stmt = stmt.where(self.t.c.alias == alias)
         with self.engine.connect() as conn:
             return [self._decode(r) for r in conn.execute(stmt)]
+
+    @rerun_on_conflict
+    def newest_per_alias(self) -> builtins.list[VerifyRun]:
+        """The newest run of each alias, by alias (what the page and the drift metrics show)."""
+        t = self.t
+        last = sa.select(t.c.alias, sa.func.max(t.c.finished_at).label("f")).group_by(t.c.alias).subquery()
+        stmt = sa.select(t).join(last, sa.and_(last.c.alias == t.c.alias, last.c.f == t.c.finished_at))
+        newest: dict[str, VerifyRun] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(stmt):
+                run = self._decode(row)
+                newest.setdefault(run.alias, run)  # two runs that finished at the same instant: either
+        return [newest[alias] for alias in sorted(newest)]
 
     @rerun_on_conflict
     def delete_before(

@@ -5,8 +5,9 @@ own engine opens every transaction with ``BEGIN IMMEDIATE`` (the write lock), so
 it would queue the server behind the workers and the workers behind the server; these views use a
 separate engine whose reads take no write lock (WAL lets them run beside the writers). On a
 server database they use autocommit connections: one round trip per query, no snapshot held.
-The existing read methods of the store are reused over that engine; what is new here is what
-only a watcher needs (partition timings, totals across jobs, filters, the metrics aggregates).
+The store's concept modules are reused over that engine (jobs, stats, locks, dead letters,
+consumer offsets, verify runs); what is new here is what only a watcher needs (partition timings,
+totals across jobs, filters, the metrics aggregates).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,10 +28,12 @@ from sparkindex.coordination.engine import make_engine
 from sparkindex.coordination.jobs import JobRows
 from sparkindex.coordination.latency import LatencyHistogram
 from sparkindex.coordination.locks import LockManager
+from sparkindex.coordination.offsets import ConsumerOffsetRows, GroupOffset
 from sparkindex.coordination.records import DeadLetter, EntityStats, JobRecord, LockRecord
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.stats import PartitionStats
 from sparkindex.coordination.tables import make_tables
+from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.errors import PermanentError
 from sparkindex.keys import load_key
 
@@ -147,8 +148,7 @@ class MetricsSnapshot:
 
 @dataclass(frozen=True)
 class SyncConsumer:
-    """A change-capture consumer group's position, read defensively from whatever offsets table
-    the sync engine keeps (its columns are matched by the names below, none is required)."""
+    """A change-capture consumer group's position on one alias, as the page and metrics show it."""
 
     group: str
     alias: str | None
@@ -160,27 +160,22 @@ class SyncConsumer:
     deleted: float | None = None
     retained_bytes: float | None = None
 
+    @classmethod
+    def of(cls, o: GroupOffset) -> SyncConsumer:
+        return cls(
+            group=o.group,
+            alias=o.alias,
+            position=str(o.position),
+            updated_at=o.updated_at,
+            lag_s=o.lag_s,
+            index=o.index,
+            applied=float(o.applied),
+            deleted=float(o.deleted),
+            retained_bytes=None if o.retained_bytes is None else float(o.retained_bytes),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-_GROUP_COLUMNS = ("consumer_group", "group_id", "group_name", "consumer", "name", "id")
-_ALIAS_COLUMNS = ("alias", "alias_key", "aliases", "index_alias")
-_POSITION_COLUMNS = ("position", "offset", "lsn", "gtid", "log_position", "checkpoint")
-_UPDATED_COLUMNS = ("updated_at", "committed_at", "acked_at", "last_seen", "checkpointed_at")
-_LAG_COLUMNS = ("lag_s", "lag_seconds", "lag")
-_EVENT_TIME_COLUMNS = ("position_time", "source_ts", "event_time", "last_event_at", "committed_ts")
-
-
-def _first(columns: Sequence[str], names: Sequence[str]) -> str | None:
-    return next((n for n in names if n in columns), None)
-
-
-def _number(value: Any) -> float | None:
-    try:
-        return None if value is None else float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 class StoreViews:
@@ -192,11 +187,10 @@ class StoreViews:
         self.prefix = prefix
         self._jobs = JobRows(self.engine, self.t)
         self._stats = PartitionStats(self.engine, self.t)
-        self.dead_letter_rows = DeadLetterStore(self.engine, self.t.dead_letter)
+        self.dead_letter_rows = DeadLetterStore(self.engine, self.t.dead_letter, self.t.dead_letter_resolved)
         self._locks = LockManager(self.engine, self.t.lock)
-        head = f"{prefix}si_"
-        self._offsets = _OptionalTable(head, [f"{head}sync_offset"], ["offset", "consumer"])
-        self._verify_runs = _OptionalTable(head, [f"{head}verify_run"], [])
+        self._offsets = ConsumerOffsetRows(self.engine, self.t)
+        self._verify_runs = VerifyRuns(self)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -363,100 +357,18 @@ class StoreViews:
             active=active,
         )
 
-    # -- tables other parts add when they first run ----------------------------------------------
+    # -- change capture and verify runs -------------------------------------------------------------
     def sync_consumers(self) -> list[SyncConsumer]:
-        """Consumer groups with their position and lag; empty while no sync has ever run."""
-        rows = self._offsets.rows(self.engine)
-        if rows is None:
-            return []
-        cols = self._offsets.columns
-        group = _first(cols, _GROUP_COLUMNS)
-        if group is None:
-            return []
-        alias, position = _first(cols, _ALIAS_COLUMNS), _first(cols, _POSITION_COLUMNS)
-        updated, lag = _first(cols, _UPDATED_COLUMNS), _first(cols, _LAG_COLUMNS)
-        event, index = _first(cols, _EVENT_TIME_COLUMNS), _first(cols, ("index_name", "index"))
-        now = time.time()
-        out: list[SyncConsumer] = []
-        for m in rows:
-            lag_s = _number(m[lag]) if lag else None
-            if lag_s is None and event is not None and _number(m[event]) is not None:
-                lag_s = max(0.0, now - float(m[event]))
-            out.append(
-                SyncConsumer(
-                    group=str(m[group]),
-                    alias=_text(m, alias),
-                    position=_text(m, position),
-                    updated_at=_number(m[updated]) if updated else None,
-                    lag_s=lag_s,
-                    index=_text(m, index),
-                    applied=_number(m["applied"]) if "applied" in cols else None,
-                    deleted=_number(m["deleted"]) if "deleted" in cols else None,
-                    retained_bytes=_number(m["retained_bytes"]) if "retained_bytes" in cols else None,
-                )
-            )
-        return sorted(out, key=lambda c: (c.group, c.alias or ""))
+        """Consumer groups with their position and lag (``sync.offsets: store``); empty while no
+        sync has saved one."""
+        return sorted(map(SyncConsumer.of, self._offsets.every_group()), key=lambda c: (c.group, c.alias or ""))
 
     def verify_runs(self) -> list[dict[str, Any]]:
-        """The newest verify run of each alias (whoever ran it: CLI, server, sync's schedule), as
-        recorded in the verify-run table; empty while no verify has recorded one."""
-        rows = self._verify_runs.rows(self.engine)
-        if rows is None or "alias" not in self._verify_runs.columns:
-            return []
-        newest: dict[str, dict[str, Any]] = {}
-        for m in rows:
-            row = {k: v for k, v in m.items() if k != "report_json"}
-            current = newest.get(str(row["alias"]))
-            if current is None or (row.get("finished_at") or 0) > (current.get("finished_at") or 0):
-                newest[str(row["alias"])] = row
-        return [newest[a] for a in sorted(newest)]
-
-
-class _OptionalTable:
-    """A table another part of sparkindex creates on first use (sync offsets, verify runs), read
-    by reflection so the views work before it exists and whatever columns it grows. Once found
-    it is kept; while absent it is looked for again at most every 2 s (one catalog query)."""
-
-    def __init__(self, head: str, names: Sequence[str], fragments: Sequence[str]) -> None:
-        self.head = head
-        self.names = names  # exact names, preferred
-        self.fragments = fragments  # else: a name with one of these after the head
-        self.table: sa.Table | None = None
-        self._checked = float("-inf")
-        self._lock = threading.Lock()
-
-    @property
-    def columns(self) -> list[str]:
-        return [] if self.table is None else list(self.table.c.keys())
-
-    def _find(self, engine: Engine) -> sa.Table | None:
-        with self._lock:
-            if self.table is not None or time.monotonic() - self._checked < 2.0:
-                return self.table
-            self._checked = time.monotonic()
-            existing = set(sa.inspect(engine).get_table_names())
-            exact = [n for n in self.names if n in existing]
-            loose = sorted(
-                n for n in existing if n.startswith(self.head) and any(f in n[len(self.head) :] for f in self.fragments)
-            )
-            if exact or loose:
-                self.table = sa.Table((exact or loose)[0], sa.MetaData(), autoload_with=engine)
-            return self.table
-
-    def rows(self, engine: Engine) -> list[Any] | None:
-        table = self._find(engine)
-        if table is None:
-            return None
-        try:
-            with engine.connect() as conn:
-                return [r._mapping for r in conn.execute(sa.select(table))]
-        except sa.exc.DBAPIError:
-            self.table = None  # dropped or changed under us: look it up again next time
-            return None
-
-
-def _text(m: Any, column: str | None) -> str | None:
-    return None if column is None or m[column] is None else str(m[column])
+        """The newest verify run of each alias (whoever ran it: CLI, server, sync's schedule), its
+        report left out; empty while no verify has recorded one."""
+        return [
+            {k: v for k, v in run.to_dict().items() if k != "report"} for run in self._verify_runs.newest_per_alias()
+        ]
 
 
 def _partition_view(m: Any) -> PartitionView:

@@ -123,7 +123,8 @@ def finalize_job(
     else:  # holds released in its finally, whatever fails
         catch_up.swap_and_hand_over(job_id, job.targets, fresh, swap, fence)
     for alias in job.targets:
-        target.prune_versions(alias, keep_versions)
+        for pruned in target.prune_versions(alias, keep_versions):
+            store.ledger.drop_versions(pruned)  # the version ledger's rows go with their version
     failed_docs = store.dead_letters.count(job_id)
     status = JobStatus.COMPLETED_WITH_ERRORS if failed_docs else JobStatus.COMPLETED
     return store.transition_job(job_id, status, fence=fence)

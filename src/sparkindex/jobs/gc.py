@@ -110,6 +110,7 @@ def _versions(store: CoordinationStore, target: TargetWriter, pipeline: Pipeline
             else:
                 if not report.dry_run:
                     target.delete_version(index)
+                    store.ledger.drop_versions(index)  # the version ledger's rows go with their version
                 report.versions_deleted.append(index)
 
 

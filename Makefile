@@ -46,6 +46,7 @@ chaos: java venv
 lint: venv
 	$(BIN)/ruff check src tests bench chaos
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf demo .sparkindex .pytest_cache .mypy_cache .ruff_cache

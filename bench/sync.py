@@ -36,8 +36,8 @@ from typing import Any
 from tests.changes.helpers import Shop, commit_position, drop_shop, make_shop
 from tests.conftest import MYSQL_URL, PG_URL
 
-from sparkindex.changes.runner import SyncRun
 from sparkindex.config.connections import SparkConfig
+from sparkindex.jobs.sync.run import SyncRun
 from sparkindex.spark.session import build_session
 
 SERVICES = {"postgres": PG_URL, "mysql": MYSQL_URL}

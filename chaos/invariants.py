@@ -184,7 +184,7 @@ def nothing_left_behind(run: TrialRun) -> list[str]:
     pipeline = load_pipeline(run.pipeline)
     aliases = [i.alias for i in pipeline.indexes]
     if run.plan.source == "postgres":
-        from sparkindex.sources.postgres.changes import slot_name
+        from sparkindex.sources.postgres.slots import slot_name
 
         own = slot_name(pipeline.sync.slot, run.source_db, pipeline.slot_namespace(), pipeline.sync.group)
         for name, _db, active in run.pg.slots(run.source_db):

@@ -88,3 +88,41 @@ class LogGap(PermanentError):
         self.stored = stored
         self.available = available
 
+
+
+# -- across a process boundary -------------------------------------------------------------------
+# A Spark task runs in a Python worker; an exception it lets escape reaches the driver only as the
+# text of a JVM exception. Tasks therefore return their error as data: the class's name and its
+# fields, which the driver turns back into the same class, so retry decisions stay `isinstance`.
+
+
+def to_wire(exc: SparkIndexError) -> dict[str, object]:
+    """The error as plain values: its class, its message and its own fields."""
+    fields = {k: v for k, v in vars(exc).items() if isinstance(v, str | int | float | bool) or v is None}
+    return {"class": type(exc).__name__, "message": str(exc), "fields": fields}
+
+
+def from_wire(data: dict[str, object]) -> SparkIndexError:
+    """The error :func:`to_wire` described, as an instance of its own class. A class this process
+    does not know (a newer worker) comes back as a :class:`PermanentError` naming it: an error
+    nobody can classify is not retried for ever."""
+    name, message = str(data.get("class")), str(data.get("message", ""))
+    cls = _error_classes().get(name)
+    if cls is None:
+        return PermanentError(f"{name}: {message}")
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, message)
+    fields = data.get("fields")
+    if isinstance(fields, dict):
+        exc.__dict__.update(fields)
+    return exc
+
+
+def _error_classes() -> dict[str, type[SparkIndexError]]:
+    found: dict[str, type[SparkIndexError]] = {}
+    todo: list[type[SparkIndexError]] = [SparkIndexError]
+    while todo:
+        cls = todo.pop()
+        found.setdefault(cls.__name__, cls)
+        todo.extend(cls.__subclasses__())
+    return found

@@ -17,16 +17,16 @@ from typing import Any, Protocol
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.changes.runner import SyncRun, SyncSummary
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.config.urls import normalize_url
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
-from sparkindex.jobs.planning import resolve_plans
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.verify import VerifyReport, verify_alias
+from sparkindex.jobs.sync.run import SyncRun, SyncSummary
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
+from sparkindex.verify.verifier import VerifyReport, verify_alias
 from tests.cli_process import LoggedProcess
 from tests.e2e.shop import copy_shop, fresh_database
 
@@ -95,7 +95,7 @@ class Shop:
 
 def slot_of(shop: Shop, consumer: str) -> str:
     """The replication slot a consumer of the shop's pipeline reads (named per database and pipeline)."""
-    from sparkindex.sources.postgres.changes import slot_name
+    from sparkindex.sources.postgres.slots import slot_name
 
     database = str(sa.make_url(shop.url).database)
     return slot_name(shop.pipeline.sync.slot, database, shop.pipeline.slot_namespace(), consumer)
@@ -152,10 +152,10 @@ def drop_shop(kind: str, shop: Shop, services: dict[str, str]) -> None:
 def commit_position(kind: str, conn: sa.Connection) -> int:
     """The log position of this session's last commit, or one at or past it (PostgreSQL)."""
     if kind == "postgres":
-        from sparkindex.sources.postgres.changes import lsn_int
+        from sparkindex.sources.postgres.slots import lsn_int
 
         return lsn_int(str(conn.exec_driver_sql("SELECT pg_current_wal_insert_lsn()::text").scalar()))
-    from sparkindex.sources.mysql.changes import gtid_seq
+    from sparkindex.sources.mysql.gtids import gtid_seq
 
     return gtid_seq(str(conn.exec_driver_sql("SELECT @@last_gtid").scalar()))
 

@@ -10,7 +10,6 @@ import pytest
 
 from sparkindex.changes.apply import Applier, Consumer
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.model import Change
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import OffsetStore
@@ -20,6 +19,7 @@ from sparkindex.documents.builder import make_builder
 from sparkindex.documents.mapping import infer_mapping
 from sparkindex.documents.plan import resolve_index
 from sparkindex.keys import document_id
+from sparkindex.sources.change_model import Change
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.target import Target

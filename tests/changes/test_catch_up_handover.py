@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.changes import runner
 from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.config import load_pipeline
@@ -23,7 +22,9 @@ from sparkindex.errors import TransientError
 from sparkindex.jobs import catch_up
 from sparkindex.jobs.catch_up import CatchUp, catch_up_consumer, catch_up_group
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.sources.postgres.changes import PostgresChangeSource, slot_name
+from sparkindex.jobs.sync import run as runner
+from sparkindex.sources.postgres.changes import PostgresChangeSource
+from sparkindex.sources.postgres.slots import slot_name
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, wait_until

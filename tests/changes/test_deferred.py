@@ -15,11 +15,11 @@ from typing import Any
 import orjson
 import pytest
 
-from sparkindex.changes.deferred import due
-from sparkindex.changes.runner import SyncRun
 from sparkindex.config import load_pipeline
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.jobs.sync.deferred import due
+from sparkindex.jobs.sync.run import SyncRun
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

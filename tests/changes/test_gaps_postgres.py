@@ -18,11 +18,11 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import LogGap
-from sparkindex.jobs.planning import resolve_plans
-from sparkindex.jobs.verify import VerifyReport, verify_alias
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
+from sparkindex.verify.verifier import VerifyReport, verify_alias
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, slot_of, wait_until
 from tests.changes.test_sync_process import Writer
 from tests.cli_process import LoggedProcess
@@ -317,7 +317,7 @@ def test_a_slot_named_the_old_way_is_adopted_with_its_position(shop: Shop, spark
     """An install from before slots carried the database and namespace has `<prefix>_<group>`:
     the first sync adopts it (same position: the changes since arrive through the log, no
     reconcile) and leaves no slot behind."""
-    from sparkindex.sources.postgres.changes import legacy_slot_name
+    from sparkindex.sources.postgres.slots import legacy_slot_name
 
     slot, legacy = slot_of(shop, "default"), legacy_slot_name(shop.pipeline.sync.slot, "default")
     with shop.engine().connect() as conn:  # the old install's slot, at the stored position

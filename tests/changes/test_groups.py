@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from sparkindex.changes.runner import SyncRun
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.jobs.sync.run import SyncRun
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, slot_of
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -78,7 +78,7 @@ def test_two_aliases_one_stream_and_groups_with_their_own_offsets(
     before = int(shop.scalar("SELECT pg_current_wal_lsn() - '0/0'"))  # the update commits after this
     shop.sql(f"UPDATE users SET name = :n WHERE id = {author}", params={"n": HOSTILE[1]})
     shop.pipeline.sync.lag_warn_bytes = 1  # any retained WAL is "too much": the warning must show
-    with caplog.at_level(logging.WARNING, logger="sparkindex.changes.runner"):
+    with caplog.at_level(logging.WARNING, logger="sparkindex.jobs.sync.run"):
         first = run("default")
     # one stream, both aliases: every product and every review of the author
     assert first.applied == products_by_author + reviews_by_author

@@ -22,11 +22,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.changes.source import WatchedTable
 from sparkindex.config.urls import normalize_url
 from sparkindex.demo.shop import generate_shop
 from sparkindex.errors import ConfigError, LogGap, TransientError
-from sparkindex.sources.mysql.changes import MysqlChangeSource, gtid_seq
+from sparkindex.sources.change_source import WatchedTable
+from sparkindex.sources.mysql.changes import MysqlChangeSource
+from sparkindex.sources.mysql.gtids import gtid_seq
 from sparkindex.sources.registry import open_source
 from tests.changes.helpers import Shop, write_pipeline
 from tests.changes.test_mysql_restarts import PrivateMariaDB

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.changes.runner import SyncSummary
 from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import generate_shop
 from sparkindex.errors import LogGap
+from sparkindex.jobs.sync.run import SyncSummary
 from tests.changes.helpers import Shop, write_pipeline
 from tests.changes.test_mysql_restarts import PrivateMariaDB
 from tests.e2e.shop import copy_shop, fresh_database

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sparkindex.changes.runner import SyncRun
+from sparkindex.jobs.sync.run import SyncRun
 from tests.changes.helpers import KINDS, Shop, drop_shop, make_shop
 
 

@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.runner import SyncRun
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.changes.source import open_change_source
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
-from sparkindex.jobs.planning import resolve_plans
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.verify import verify_alias
+from sparkindex.jobs.sync.run import SyncRun
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
+from sparkindex.verify.verifier import verify_alias
 from tests.changes.helpers import HOSTILE
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
 from tests.support.osmem import OsmemCluster

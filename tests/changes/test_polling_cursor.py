@@ -16,10 +16,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from sparkindex.changes.source import ChangeSource, WatchedTable, open_change_source
+from sparkindex.changes.source import open_change_source
 from sparkindex.config import load_pipeline
 from sparkindex.config.urls import normalize_url
 from sparkindex.documents.versions import external_version
+from sparkindex.sources.change_source import ChangeSource, WatchedTable
 from sparkindex.sources.registry import open_source
 from tests.changes.helpers import HOSTILE
 from tests.e2e.shop import fresh_database

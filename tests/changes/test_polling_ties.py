@@ -15,19 +15,19 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.changes.runner import SyncRun, SyncSummary
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
-from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.verify import verify_alias
+from sparkindex.jobs.sync.run import SyncRun, SyncSummary
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
+from sparkindex.verify.verifier import verify_alias
 from tests.changes.helpers import HOSTILE
 from tests.e2e.shop import copy_shop, fresh_database
 

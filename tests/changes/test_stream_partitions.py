@@ -8,7 +8,7 @@ import itertools
 
 import orjson
 
-from sparkindex.changes.model import Change, recheck
+from sparkindex.sources.change_model import Change, recheck
 from sparkindex.spark.stream import CHANGES_PER_TASK, ChangeStreamReader
 
 

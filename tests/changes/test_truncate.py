@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sparkindex.changes.model import Change
 from sparkindex.changes.ranges import spread_truncates
+from sparkindex.sources.change_model import Change
 from sparkindex.spark.stream import ChangeStreamReader
 from tests.changes.helpers import HOSTILE, KINDS, Shop, drop_shop, make_shop
 

@@ -13,7 +13,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.sources.postgres.changes import PostgresChangeSource, lsn_int
+from sparkindex.sources.postgres.changes import PostgresChangeSource
+from sparkindex.sources.postgres.slots import lsn_int
 from sparkindex.sources.registry import open_source
 from tests.changes.helpers import Shop, drop_pg_shop, make_pg_shop
 

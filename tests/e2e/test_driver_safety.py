@@ -16,13 +16,13 @@ import pytest
 
 from sparkindex.coordination.records import EntityStats
 from sparkindex.coordination.states import JobStatus, PartitionStatus
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import LockLost
-from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob, ReindexSummary
-from sparkindex.jobs.verify import verify_alias
 from sparkindex.sources.registry import open_source
 from sparkindex.spark.partition_job import partitions_frame
 from sparkindex.targets.registry import open_target
+from sparkindex.verify.verifier import verify_alias
 from tests.e2e.guarantee_helpers import pg_table, write_pipeline
 from tests.e2e.shop import make_shop, store_of, wait_for
 
@@ -177,7 +177,7 @@ def test_secrets_never_reach_spark(tmp_path: Path, spark: Any, services: dict[st
 
         # The DataFrame a pass runs, built as run_partitions builds it (it collects at once).
         store = store_of(pipeline)
-        df = partitions_frame(spark, pipeline, summary.job_id, "probe", store.partitions(summary.job_id))
+        df = partitions_frame(spark, pipeline, summary.job_id, "probe", store.partitions(summary.job_id), {}, "fp")
         plan_text = df._jdf.queryExecution().toString()
         assert "MapInArrow" in plan_text or "mapInArrow" in plan_text.lower(), plan_text
         assert PASSWORD not in plan_text

@@ -24,16 +24,16 @@ from sparkindex.coordination.records import EntityStats
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.documents.builder import BuiltDocument, make_builder
 from sparkindex.documents.hashing import content_hash, dumps_document
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
-from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.verify import VerifyReport, verify_alias
 from sparkindex.retry import Backoff
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget
+from sparkindex.verify.verifier import VerifyReport, verify_alias
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.e2e.guarantee_helpers import finish_and_wait, pg_table, plant_raw, run_cli, tantivy_body, write_pipeline
 from tests.e2e.shop import execute, make_shop, store_of

@@ -23,8 +23,8 @@ from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.documents.hashing import content_hash, dumps_document
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
-from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem, StoredDocument

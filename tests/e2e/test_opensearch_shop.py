@@ -20,7 +20,7 @@ import pytest
 from sparkindex.config import load_pipeline
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.documents.builder import make_builder
-from sparkindex.jobs.planning import resolve_plans
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.retry import Backoff
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target

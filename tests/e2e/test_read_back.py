@@ -25,7 +25,7 @@ from pyspark.sql.types import ArrayType, StructType
 
 from sparkindex.config import load_pipeline
 from sparkindex.documents.builder import make_builder
-from sparkindex.jobs.planning import resolve_plans
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.keys import document_id
 from sparkindex.sources.base import KeyRange

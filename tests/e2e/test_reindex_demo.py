@@ -11,12 +11,12 @@ import pytest
 
 from sparkindex.coordination.states import JobStatus
 from sparkindex.documents.builder import make_builder
-from sparkindex.jobs.planning import resolve_plans
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.verify import verify_alias
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
+from sparkindex.verify.verifier import verify_alias
 from tests.e2e.shop import execute, make_shop, store_of
 
 pytestmark = pytest.mark.slow

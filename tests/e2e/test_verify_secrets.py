@@ -10,9 +10,9 @@ import pytest
 
 from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.verify_ranges import RangeTask, TaskOptions
 from sparkindex.jobs.verify_run import run_verify
 from sparkindex.spark.verify_job import verify_frame
+from sparkindex.verify.ranges import RangeTask, TaskOptions
 from tests.e2e.guarantee_helpers import pg_table, write_pipeline
 from tests.e2e.shop import store_of
 
@@ -31,7 +31,7 @@ def test_verify_keeps_secrets_out_of_spark_and_the_store(tmp_path: Path, spark: 
         outcome = run_verify(pipeline, repair_drift=True, spark_factory=lambda: spark)
         assert outcome.clean and outcome.reports[0].checked == 300
 
-        df = verify_frame(spark, pipeline, [RangeTask("items", "items_v1", "source")], TaskOptions())
+        df = verify_frame(spark, pipeline, [RangeTask("items", "items_v1", "source")], TaskOptions(), {})
         plan_text = df._jdf.queryExecution().toString()
         assert "mapinarrow" in plan_text.lower() and PASSWORD not in plan_text
 

@@ -15,7 +15,7 @@ import orjson
 from sparkindex.config.model import Pipeline
 from sparkindex.documents.builder import BuiltDocument, make_builder
 from sparkindex.documents.hashing import content_hash, dumps_document
-from sparkindex.jobs.planning import resolve_plans
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.keys import document_id, sort_key
 from sparkindex.retry import Backoff
 from sparkindex.sources.base import KeyRange

@@ -14,7 +14,7 @@ import pytest
 
 from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents import resolve_index
-from sparkindex.jobs.source_lookup import SourceLookup
+from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.keys import document_id
 from sparkindex.sources.base import Source
 from tests.sources.conftest import loaded_database, source_db  # noqa: F401 - fixtures of the conformance suite

@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from sparkindex.changes.runner import SyncRun, SyncSummary
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import LogGap
-from sparkindex.jobs.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.verify import LocalResources, local_runner
+from sparkindex.jobs.sync.run import SyncRun, SyncSummary
 from sparkindex.jobs.verify_run import VerifyOutcome, run_verify
 from sparkindex.sources.registry import open_source
+from sparkindex.verify.verifier import LocalResources, local_runner
 from tests.e2e.shop import store_of
 from tests.jobs.planting import built_documents, plant, tantivy
 

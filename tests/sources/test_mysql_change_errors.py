@@ -11,7 +11,9 @@ import pymysql
 import pytest
 
 from sparkindex.errors import ConfigError, LogGap, PermanentError, TransientError
-from sparkindex.sources.mysql.changes import MysqlChangeSource, gtid_gone, parse_gtids
+from sparkindex.sources.mysql.changes import MysqlChangeSource
+from sparkindex.sources.mysql.gtids import parse_gtids
+from sparkindex.sources.mysql.server_errors import gtid_gone
 
 PURGED = "Could not find GTID state requested by slave in any binlog files. Probably the slave state is too old and required binlog files have been purged."  # noqa: E501
 

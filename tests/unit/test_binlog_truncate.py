@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkindex.sources.mysql.changes import truncated_table
+from sparkindex.sources.mysql.statements import truncated_table
 
 
 @pytest.mark.parametrize(

@@ -30,11 +30,11 @@ P = PartitionStatus
 def test_head_start_and_the_pass_share_the_partitions_exactly_once(tmp_path: Path) -> None:
     pipeline = make_shop(tmp_path, products=1200, partition_size=50)
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
-    store, job_id, index, _ = plan_job(pipeline, target, "products")
+    store, job_id, index, plan = plan_job(pipeline, target, "products")
     parts = store.partitions(job_id)
     assert len(parts) >= 20
     session: Future[Any] = Future()
-    head = HeadStart(pipeline, job_id, "run-1", session)
+    head = HeadStart(pipeline, job_id, "run-1", session, {"products": plan}, "fp-1")
     assert HeadStart.wanted(pipeline, session)
     head.start()
     # Let the driver finish a few partitions before the "session" is ready.
@@ -44,7 +44,7 @@ def test_head_start_and_the_pass_share_the_partitions_exactly_once(tmp_path: Pat
             break
         deadline.wait(0.05)
     session.set_result(object())
-    worker = WorkerContext(pipeline, store).partition_worker(job_id, "run-1")
+    worker = WorkerContext(pipeline, store).partition_worker(job_id, "run-1", {"products": plan}, "fp-1")
     outcomes = [worker.run(p.id, "test:pass", take_over_run=False) for p in parts]  # the pass: front to back
     head.join()
 

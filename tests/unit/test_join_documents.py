@@ -22,8 +22,8 @@ from sparkindex.config.indexes import IndexConfig, JoinConfig, RelationConfig
 from sparkindex.documents import infer_mapping, resolve_index
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
 from sparkindex.documents.join import split_child_id
+from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
-from sparkindex.jobs.planning import resolve_plans
 from sparkindex.keys import sort_key
 from sparkindex.sources.base import KeyRange, Source
 from sparkindex.sources.registry import open_source

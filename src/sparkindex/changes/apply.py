@@ -25,15 +25,15 @@ from dataclasses import dataclass, field
 
 from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.join_removals import child_deletes, current_parents, removed_children
-from sparkindex.changes.model import Change
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.documents.join import parent_prefixes
+from sparkindex.documents.source_lookup import SourceLookup, parse_key
 from sparkindex.errors import DocumentError, TransientError
-from sparkindex.jobs.source_lookup import SourceLookup, parse_key
 from sparkindex.keys import document_id, dump_key, sort_key
 from sparkindex.sources.base import Key
+from sparkindex.sources.change_model import Change
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.target import Target

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkindex.changes.model import Change
 from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.sources.base import Key, Source, coerce_key
+from sparkindex.sources.change_model import Change
 
 
 @dataclass(frozen=True)

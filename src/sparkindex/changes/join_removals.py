@@ -27,14 +27,14 @@ import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
-from sparkindex.changes.model import Change
 from sparkindex.documents.join import child_id, routing_of
 from sparkindex.documents.plan import IndexPlan, RelationPlan
+from sparkindex.documents.source_lookup import parse_key
 from sparkindex.documents.versions import external_version
 from sparkindex.errors import DocumentError, PermanentError
-from sparkindex.jobs.source_lookup import parse_key
 from sparkindex.keys import sort_key
 from sparkindex.sources.base import Key, Source, coerce_key
+from sparkindex.sources.change_model import Change
 from sparkindex.targets.base import BulkItem, KeyBounds
 from sparkindex.targets.reader import TargetReader
 

@@ -44,12 +44,12 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from sparkindex.changes.model import Batch, Change, recheck
 from sparkindex.changes.polling_config import plan_polling
 from sparkindex.changes.polling_cursor import Keyset, PollOffset, cursor_key, decode
-from sparkindex.changes.source import ChangeSource, Lag
 from sparkindex.documents.plan import check_version_column
 from sparkindex.documents.versions import external_version
+from sparkindex.sources.change_model import Batch, Change, recheck
+from sparkindex.sources.change_source import ChangeSource, Lag
 
 log = logging.getLogger(__name__)
 

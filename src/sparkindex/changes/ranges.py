@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 
-from sparkindex.changes.model import Change
 from sparkindex.config.indexes import IndexConfig
 from sparkindex.config.model import Pipeline
+from sparkindex.sources.change_model import Change
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +24,8 @@ def index_ranges(
     """(index config, lo, hi) of every sort-key range of every alias; an alias that points at no
     index yet (a first reindex's catch-up writes a version the alias does not name) gets one
     range, unbounded: the apply step covers whatever index it writes to."""
-    from sparkindex.jobs.verify import index_tasks
     from sparkindex.targets.registry import open_target
+    from sparkindex.verify.verifier import index_tasks
 
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     try:

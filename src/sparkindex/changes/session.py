@@ -1,8 +1,9 @@
 """What a process needs to read or apply changes, built once per process and pipeline.
 
 Spark reuses Python workers across tasks and keeps one process for a stream source's planning,
-so connections, resolved plans and builders are cached here per pipeline (the wire string)
-instead of being rebuilt for every micro-batch.
+so connections and builders are cached here per pipeline (the wire string) instead of being
+rebuilt for every micro-batch. Plans are resolved once, by the driver
+(:func:`resolve_consumer_plan`), and shipped in the tasks: a worker never reads the schema.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ import orjson
 
 from sparkindex.changes.apply import Applier, Consumer, Counts
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.model import Change
-from sparkindex.changes.source import ChangeSource, WatchedTable, open_change_source
+from sparkindex.changes.source import open_change_source
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import make_builder
-from sparkindex.documents.plan import IndexPlan, resolve_index
+from sparkindex.documents.plan import IndexPlan, shipped_plan
+from sparkindex.documents.planning import resolve_plan
 from sparkindex.sources.base import Source
+from sparkindex.sources.change_model import Change
+from sparkindex.sources.change_source import ChangeSource, WatchedTable
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 
@@ -40,8 +43,11 @@ def watched_tables(fanouts: Sequence[FanOut]) -> list[WatchedTable]:
 
 
 def resolve_consumer_plan(pipeline: Pipeline, source: Source, alias: str) -> IndexPlan:
-    i = [x.alias for x in pipeline.indexes].index(alias)
-    return resolve_index(source, pipeline.indexes[i], f"{pipeline.origin}: indexes[{i}]")
+    """The plan of *alias*, as the reindex resolves it (the driver's side only)."""
+    cfg = pipeline.index(alias)  # a UsageError naming the aliases the pipeline has
+    i = pipeline.indexes.index(cfg)
+    plan, _ = resolve_plan(source, cfg, f"{pipeline.origin}: indexes[{i}]")
+    return plan
 
 
 @cache
@@ -63,18 +69,24 @@ class SyncContext:
     run: dict[str, Any]
     source: Source
     applier: Applier
-    consumers: dict[str, Consumer] = field(default_factory=dict)
+    consumers: dict[tuple[str, str], Consumer] = field(default_factory=dict)
 
-    def consumer(self, alias: str) -> Consumer:
-        if alias not in self.consumers:
-            plan = resolve_consumer_plan(self.pipeline, self.source, alias)
-            self.consumers[alias] = Consumer(alias, FanOut(plan, self.source), make_builder(self.source, plan))
-        return self.consumers[alias]
+    def consumer(self, alias: str, plans: Mapping[str, IndexPlan], key: str) -> Consumer:
+        """The consumer of *alias*, built from the plan the driver resolved and shipped
+        (*plans*, named by *key*): workers never re-read the schema."""
+        found = self.consumers.get((key, alias))
+        if found is None:
+            plan = shipped_plan(plans, alias)
+            found = Consumer(alias, FanOut(plan, self.source), make_builder(self.source, plan))
+            self.consumers[(key, alias)] = found
+        return found
 
-    def apply(self, alias: str, index: str, changes: Sequence[Change]) -> Counts:
+    def apply(
+        self, alias: str, index: str, changes: Sequence[Change], plans: Mapping[str, IndexPlan], key: str
+    ) -> Counts:
         if not changes:
             return Counts()
-        return self.applier.apply(self.consumer(alias), index, changes)
+        return self.applier.apply(self.consumer(alias, plans, key), index, changes)
 
 
 @cache

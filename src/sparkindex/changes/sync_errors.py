@@ -1,17 +1,14 @@
-"""What a failed batch means: errors cross the Spark boundary as text.
+"""One line for a Spark error a person reads (a log line, a summary).
 
-An apply task raises sparkindex's own errors (or a driver's) inside a Python worker; the driver
-sees them only as the text of a Spark exception. So the permanent ones (a config error, a lost
-lock, a gap, SQL that will fail again: a column or table gone, a privilege revoked) are known by
-their class names here, in one place, and everything else is retried with backoff.
+What an error *means* never comes from this text: tasks return the errors they can classify as
+data (:mod:`sparkindex.spark.task_errors`). But an error a Python worker let escape reaches the
+driver as the JVM's message with the worker's whole traceback inside, and that is not a line.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-
-from sparkindex.errors import PermanentError, SparkIndexError
 
 _TRACEBACK = "Traceback (most recent call last):"
 #: a Python exception's own line ("module.Class: message"), as a traceback ends with it
@@ -45,31 +42,3 @@ def _last_python_exception(lines: list[str]) -> str | None:
         if before.startswith("    ") and _EXCEPTION_LINE.match(line):
             found = line.strip()
     return found
-
-
-def is_permanent(exc: BaseException) -> bool:
-    """Whether a failed batch would fail again. Errors cross the Spark boundary as text, so the
-    apply tasks' permanent errors are known by their class names."""
-    text = str(exc)
-    return any(name in text for name in PERMANENT_NAMES)
-
-
-#: permanent error classes an apply task may raise, as they show in Spark's error text: ours,
-#: and SQL errors that repeat themselves (a column or table gone, a privilege revoked)
-PERMANENT_NAMES = (
-    "ConfigError",
-    "UsageError",
-    "LockLost",
-    "PermanentError",
-    "LogGap",
-    "ProgrammingError",
-    "UndefinedColumn",
-    "UndefinedTable",
-    "InsufficientPrivilege",
-)
-
-
-def as_error(exc: BaseException) -> SparkIndexError:
-    if isinstance(exc, SparkIndexError):
-        return exc
-    return PermanentError(f"applying changes failed: {brief(exc)}")

@@ -2,7 +2,7 @@
 
 Its key carries the source database (hashed) as well as the group, so two pipelines that share
 a coordination store but read different databases never wait on each other (nor share a slot,
-whose name carries the database too: :func:`sparkindex.sources.postgres.changes.slot_name`).
+whose name carries the database too: :func:`sparkindex.sources.postgres.slots.slot_name`).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def _emit_json(obj: Any) -> None:
 
 
 def _aliases(pipeline: Pipeline, index: list[str] | None) -> list[str]:
-    from sparkindex.jobs.planning import selected_aliases
+    from sparkindex.documents.planning import selected_aliases
 
     return selected_aliases(pipeline, index)
 

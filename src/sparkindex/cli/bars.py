@@ -24,7 +24,7 @@ def _progress(enabled: bool) -> Progress:
 
 
 class RangeBars(RichProgress):
-    """A :class:`~sparkindex.jobs.verify.VerifyProgress`: one bar per pass over key ranges
+    """A :class:`~sparkindex.verify.verifier.VerifyProgress`: one bar per pass over key ranges
     (the reindex's bars, started, stopped and narrated alike, with other columns)."""
 
     def __init__(self, enabled: bool = True) -> None:

@@ -15,7 +15,7 @@ from sparkindex.cli.bars import CountBar
 from sparkindex.cli.render import err, out
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.jobs.planning import selected_aliases
+from sparkindex.documents.planning import selected_aliases
 from sparkindex.jobs.redrive import RedriveReport, redrive
 
 

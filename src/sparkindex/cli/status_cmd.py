@@ -15,8 +15,8 @@ from sparkindex.cli.render import err, out
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.verify_runs import VerifyRuns
+from sparkindex.documents.planning import selected_aliases
 from sparkindex.jobs.control import latest_job
-from sparkindex.jobs.planning import selected_aliases
 
 
 def _last_verify(store: CoordinationStore, aliases: Sequence[str]) -> dict[str, Any]:

@@ -57,15 +57,15 @@ def sync(
             _emit({"dropped": dropped})
         raise typer.Exit(0)
     if apply_deferred:
-        from sparkindex.changes.deferred import apply_deferred as run_deferred
+        from sparkindex.jobs.sync.deferred import apply_deferred as run_deferred
 
         result = run_deferred(pipeline, index, group=group)
         err.print(f"deferred changes applied: {result}")
         if json:
             _emit(result)
         raise typer.Exit(0)
-    from sparkindex.changes.runner import SyncRun
     from sparkindex.errors import UsageError
+    from sparkindex.jobs.sync.run import SyncRun
     from sparkindex.preflight import guard
 
     if on_gap not in (None, "reconcile", "fail"):

@@ -13,8 +13,8 @@ from rich.markup import escape
 from sparkindex.cli.bars import RangeBars
 from sparkindex.cli.render import err
 from sparkindex.config.model import Pipeline
-from sparkindex.jobs.verify import VerifyReport
 from sparkindex.jobs.verify_run import VerifyOutcome, run_verify
+from sparkindex.verify.verifier import VerifyReport
 
 
 def report_line(r: VerifyReport, prefix: str = "") -> str:

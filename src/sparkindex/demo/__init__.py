@@ -1,4 +1,12 @@
-"""The sample shop: a SQLite database and the pipeline that indexes it."""
+"""Demo data: the sample shop and the large-document dataset, each with the pipeline that indexes it.
+
+Both are deterministic for a seed, so tests and benchmarks can recompute what the index must hold.
+
+* ``shop``: the sample shop (categories, users, products, reviews) as a SQLite file, and its pipeline
+  (``sparkindex demo``).
+* ``large``: articles of about 2 KB with nested comments and a three-level object chain, in SQLite or PostgreSQL,
+  and its pipeline (issue 6's benchmark).
+"""
 
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop, write_demo_pipeline
 

@@ -6,25 +6,12 @@ so verify and change detection compare source and index without fetching whole d
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
 import hashlib
 from typing import Any
 
 import orjson
 
-
-def json_default(value: Any) -> Any:
-    """Values documents hold that JSON has no type for (Decimal, bytes, timedelta), as every
-    encoding of a document writes them, so that hashes and stored sources agree."""
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    raise TypeError(f"cannot put a value of type {type(value).__name__} in a document")
+from sparkindex.encoding import json_default
 
 
 def dumps_document(doc: dict[str, Any]) -> bytes:

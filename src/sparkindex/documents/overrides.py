@@ -15,36 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkindex.errors import ConfigError
-
-#: Field types the search-engine targets translate (``targets/search_engine/mapping.py`` accepts
-#: these and ``join``; Tantivy indexes its core ones natively and the rest as JSON). ``join`` is left
-#: out: parent-child comes from a relation of ``type: join``, which also builds the children.
-KNOWN_TYPES = frozenset(
-    {
-        "binary",
-        "boolean",
-        "byte",
-        "date",
-        "date_nanos",
-        "double",
-        "flat_object",
-        "flattened",
-        "float",
-        "geo_point",
-        "half_float",
-        "integer",
-        "ip",
-        "keyword",
-        "long",
-        "nested",
-        "object",
-        "scaled_float",
-        "short",
-        "text",
-        "wildcard",
-    }
-)
-CONTAINERS = frozenset({"object", "nested"})
+from sparkindex.targets.field_types import CONTAINERS, KNOWN_TYPES
 
 
 def field_paths(props: dict[str, Any], prefix: str = "") -> list[str]:

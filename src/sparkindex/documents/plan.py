@@ -6,13 +6,13 @@ foreign key are reported here, with the config key path, before any work is plan
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
 from sparkindex.config.indexes import IndexConfig, RelationConfig
-from sparkindex.errors import ConfigError
+from sparkindex.errors import ConfigError, PermanentError
 from sparkindex.sources.base import Source, TableInfo
 
 
@@ -282,4 +282,14 @@ def resolve_index(source: Source, cfg: IndexConfig, where: str) -> IndexPlan:
         check_version_column(table, cfg.version, f"{where}.version")
         plan.version = cfg.version
     _check_join_field(plan, where)
+    return plan
+
+
+def shipped_plan(plans: Mapping[str, IndexPlan], alias: str) -> IndexPlan:
+    """The plan the driver shipped for *alias* to a Spark task (plans are resolved once, by the
+    driver, and never again from the schema a worker finds)."""
+    plan = plans.get(alias)
+    if plan is None:
+        shipped = ", ".join(plans) or "none"
+        raise PermanentError(f"no document plan was shipped for alias {alias!r} (shipped: {shipped})")
     return plan

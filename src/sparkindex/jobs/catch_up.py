@@ -43,18 +43,19 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sparkindex.changes import runner
 from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.gaps import find_gaps
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
-from sparkindex.changes.source import LOG_SOURCES, ChangeSource, open_change_source, source_kind
+from sparkindex.changes.source import LOG_SOURCES, open_change_source, source_kind
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import GroupOffset, OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import ConfigError, PermanentError, TransientError
 from sparkindex.jobs.hold_keeper import HoldKeeper
+from sparkindex.jobs.sync import run as runner
+from sparkindex.jobs.sync.gaps import find_gaps
 from sparkindex.sources.base import Source
+from sparkindex.sources.change_source import ChangeSource
 from sparkindex.targets.registry import open_target
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Why: nobody shows the document before the first full run (issue 18). A user who adds a relation
 or a field override wants to see the result in seconds, not after a job. So this runs the
-reindex's own code, not a look-alike: the plan and mapping from :func:`~.planning.resolve_plan`,
+reindex's own code, not a look-alike: the plan and mapping from :func:`~sparkindex.documents.planning.resolve_plan`,
 the builder from :func:`~sparkindex.documents.builder.choose_builder` (the very class Spark tasks
 build with, so the canonical bytes and their content hash are those the reindex writes), and the
 partition calculator the planner calls.
@@ -29,10 +29,10 @@ from sparkindex.config.secrets import redact_url
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Page, choose_builder
 from sparkindex.documents.mapping import Mapping
 from sparkindex.documents.plan import IndexPlan
+from sparkindex.documents.planning import check_target_capabilities, resolve_plan
+from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.errors import ConfigError, DocumentError, UsageError
 from sparkindex.jobs.explain_partitions import PartitionPlan, explain_partitions
-from sparkindex.jobs.planning import check_target_capabilities, resolve_plan
-from sparkindex.jobs.source_lookup import SourceLookup
 from sparkindex.keys import document_id
 from sparkindex.sources.base import KeyRange, Source
 from sparkindex.sources.registry import open_source

@@ -23,7 +23,7 @@ from sparkindex.coordination.retention import Kept, Retention, classify_jobs
 from sparkindex.coordination.states import FINISHED_JOB_STATES, JobStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.verify_runs import VerifyRuns
-from sparkindex.jobs.planning import selected_aliases
+from sparkindex.documents.planning import selected_aliases
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.writer import TargetWriter
 

@@ -20,21 +20,34 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
 
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import SparkIndexError
+from sparkindex.spark.context import WorkerContext
 from sparkindex.worker.partition import PartitionOutcome
 
 log = logging.getLogger(__name__)
 
 
 class HeadStart:
-    def __init__(self, pipeline: Pipeline, job_id: str, run_id: str, session: Future[Any]) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        job_id: str,
+        run_id: str,
+        session: Future[Any],
+        plans: Mapping[str, IndexPlan],
+        fingerprint: str,
+    ) -> None:
         self.pipeline = pipeline
+        self.plans = plans  # the driver's, as the pass's tasks get them
+        self.fingerprint = fingerprint
         self.job_id = job_id
         self.run_id = run_id
         self.session = session
@@ -63,15 +76,11 @@ class HeadStart:
         return self.session.exception() is not None or store.claimed_by_others(self.job_id, self.run_id, owner)
 
     def _run(self) -> None:
-        # imported here: spark.context resolves plans through jobs.planning, and the jobs package
-        # imports this module
-        from sparkindex.spark.context import WorkerContext
-
         p = self.pipeline
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         owner = f"{socket.gethostname()}:{os.getpid()}:{self.run_id}:driver"
         try:
-            worker = WorkerContext(p, store).partition_worker(self.job_id, self.run_id)
+            worker = WorkerContext(p, store).partition_worker(self.job_id, self.run_id, self.plans, self.fingerprint)
             while not self._done(store, owner):
                 pending = store.partitions(self.job_id, [PartitionStatus.PENDING])
                 if not pending:

@@ -26,8 +26,8 @@ from sparkindex.config.model import Pipeline
 from sparkindex.coordination.records import DeadLetter
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, make_builder
-from sparkindex.jobs.planning import resolve_plans, selected_aliases
-from sparkindex.jobs.source_lookup import SourceLookup
+from sparkindex.documents.planning import resolve_plans, selected_aliases
+from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.retry import Backoff
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem

@@ -30,15 +30,16 @@ from sparkindex.coordination.recovery import NOT_RESUMABLE, holder_is_dead, hold
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
-from sparkindex.errors import ConfigError, LockHeld, LockLost, SparkIndexError, TransientError
+from sparkindex.documents.planning import resolve_plans, selected_aliases
+from sparkindex.errors import ConfigError, LockHeld, LockLost, PermanentError, SparkIndexError, TransientError
 from sparkindex.jobs.finalize import finalize_job
 from sparkindex.jobs.fingerprint import plan_fingerprint
 from sparkindex.jobs.head_start import HeadStart
 from sparkindex.jobs.keeper import LockKeeper
-from sparkindex.jobs.planning import resolve_plans, selected_aliases
 from sparkindex.jobs.progress import ProgressListener, SilentProgress, StatsPoller
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.writer import TargetWriter
 
 log = logging.getLogger(__name__)
 P = PartitionStatus
@@ -115,6 +116,10 @@ class ReindexJob:
         if self._spark_factory is None:
             self._start_spark()
         fingerprint = plan_fingerprint(plans, p)
+        # resolved once, here: shipped to every worker, so all documents follow one plan
+        self._plans = {alias: plan for alias, (plan, _) in plans.items()}
+        self._mappings = {alias: mapping for alias, (_, mapping) in plans.items()}
+        self._fingerprint = fingerprint
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         self.catch_up = self._catch_up(source, store)
         tokens = self._lock_all(store)
@@ -136,6 +141,7 @@ class ReindexJob:
             if keeper.lost:
                 raise LockLost(keeper.lost)
             self.progress.phase("finalizing: restoring settings, checking counts, swapping aliases")
+            self._check_plans_unchanged(target, fingerprint)
             job = finalize_job(store, target, job.id, fence, previous, p.job.keep_versions, self.catch_up)
         except BaseException as exc:
             if job is not None:
@@ -289,7 +295,7 @@ class ReindexJob:
         session = None if self._spark_factory is not None else self._spark_future
         if HeadStart.wanted(p, session):
             assert session is not None
-            self._head_start = HeadStart(p, job.id, self.run_id, session)
+            self._head_start = HeadStart(p, job.id, self.run_id, session, self._plans, self._fingerprint)
             self.progress.phase("starting Spark; the driver runs partitions meanwhile")
             self._head_start.start()
         try:
@@ -307,6 +313,34 @@ class ReindexJob:
             self._join_head_start()
             poller.stop()
 
+    def _check_plans_unchanged(self, target: TargetWriter, fingerprint: str) -> None:
+        """Resolve the plans again, from a fresh look at the schema, before anything is swapped:
+        the workers built from the plans of the job's start, so a schema change since then (a
+        column added, a key changed) would leave the new version behind the source's shape."""
+        p = self.pipeline
+        source = open_source(p.source_url(), p.job.source_timeout_s)
+        try:
+            now = resolve_plans(p, source, self.aliases, target)
+        except ConfigError as exc:
+            raise PermanentError(f"{self._changed_schema(self.aliases)}: {exc}") from exc
+        finally:
+            source.close()
+        if plan_fingerprint(now, p) == fingerprint:
+            return
+        changed = [a for a in self.aliases if plan_fingerprint({a: now[a]}, p) != self._alias_fingerprint(a)]
+        raise PermanentError(self._changed_schema(changed or self.aliases))
+
+    def _alias_fingerprint(self, alias: str) -> str:
+        plan = self._plans[alias]
+        return plan_fingerprint({alias: (plan, self._mappings[alias])}, self.pipeline)
+
+    def _changed_schema(self, aliases: Sequence[str]) -> str:
+        return (
+            f"the schema behind alias(es) {', '.join(aliases)} changed while the job ran; its documents follow the "
+            "plan the job started with, so the new version was not swapped in. Run "
+            f"`sparkindex reindex -c {self.pipeline.origin} --new` to build it on the schema as it is now"
+        )
+
     def _join_head_start(self) -> None:
         head, self._head_start = self._head_start, None
         if head is not None:
@@ -320,7 +354,7 @@ class ReindexJob:
         spark = self._spark()
         spark.sparkContext.setJobGroup(self.job_group, f"sparkindex reindex {job_id} pass {n}", True)
         try:
-            outcomes = run_partitions(spark, self.pipeline, job_id, self.run_id, todo)
+            outcomes = run_partitions(spark, self.pipeline, job_id, self.run_id, todo, self._plans, self._fingerprint)
             for o in outcomes:
                 if o.status not in ("completed", "skipped"):
                     log.warning("partition %s (%s): %s %s", o.partition_id, o.entity, o.status, o.error or "")

@@ -1,7 +1,7 @@
 """``verify --repair``: fix drift where verify finds it, then verify again.
 
 Repair is a verify pass whose tasks write their fixes as they find them (see
-:mod:`sparkindex.jobs.verify_ranges`): the documents to index are the ones the task has just
+:mod:`sparkindex.verify.ranges`): the documents to index are the ones the task has just
 built from the source, so nothing is read twice and nothing but counts reaches the driver,
 however large the drift. Missing and stale documents are indexed; every copy of a duplicated id
 is deleted and the document indexed once; extra documents are deleted. A second, read-only pass
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkindex.config.job import JobConfig
-from sparkindex.jobs.verify import Verifier, VerifyReport
-from sparkindex.jobs.verify_ranges import TaskOptions
+from sparkindex.verify.ranges import TaskOptions
+from sparkindex.verify.verifier import Verifier, VerifyReport
 
 
 @dataclass

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -23,14 +23,15 @@ from sparkindex.config.model import Pipeline
 from sparkindex.coordination.recovery import holder_is_dead, holder_name
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.verify_runs import COUNTS, VerifyRun, VerifyRuns
+from sparkindex.documents.plan import IndexPlan
+from sparkindex.documents.planning import resolve_plans, selected_aliases
 from sparkindex.errors import LockHeld
-from sparkindex.jobs.drift import RangeSummary
-from sparkindex.jobs.planning import resolve_plans, selected_aliases
 from sparkindex.jobs.repair import repair
-from sparkindex.jobs.verify import Runner, Verifier, VerifyProgress, VerifyReport
-from sparkindex.jobs.verify_ranges import RangeTask, TaskOptions
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
+from sparkindex.verify.drift import RangeSummary
+from sparkindex.verify.ranges import RangeTask, TaskOptions
+from sparkindex.verify.verifier import Runner, Verifier, VerifyProgress, VerifyReport
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +77,11 @@ def totals(reports: Sequence[VerifyReport]) -> dict[str, int]:
     return {k: sum(getattr(r, k) for r in reports) for k in COUNTS}
 
 
-def _spark_runner(spark: Callable[[], Any], pipeline: Pipeline) -> Runner:
+def _spark_runner(spark: Callable[[], Any], pipeline: Pipeline, plans: Mapping[str, IndexPlan]) -> Runner:
     def run(tasks: Sequence[RangeTask], options: TaskOptions, done: Callable[[int], None]) -> list[RangeSummary]:
         from sparkindex.spark.verify_job import run_verify_tasks
 
-        return run_verify_tasks(spark(), pipeline, tasks, options, done)
+        return run_verify_tasks(spark(), pipeline, tasks, options, plans, done)
 
     return run
 
@@ -129,7 +130,7 @@ def run_verify(
     try:
         plans = {a: plan for a, (plan, _) in resolve_plans(p, source, chosen, target).items()}
         if runner is None:
-            runner = _spark_runner(spark_factory or _start_spark(p), p)
+            runner = _spark_runner(spark_factory or _start_spark(p), p, plans)
         verifier = Verifier(source, target, plans, runner, p.job, progress)
         try:
             if repair_drift:

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from sparkindex.changes.source import WatchedTable
 from sparkindex.config.model import Pipeline
 from sparkindex.errors import SparkIndexError, TransientError
 from sparkindex.preflight.model import Check, Options, fail, first_line, ok, unreachable, warn
 from sparkindex.sources.base import Source
-from sparkindex.sources.mysql.changes import GRANTS, REQUIRED, MysqlChangeSource, parse_gtids
+from sparkindex.sources.change_source import WatchedTable
+from sparkindex.sources.mysql.changes import GRANTS, REQUIRED, MysqlChangeSource
+from sparkindex.sources.mysql.gtids import parse_gtids
 
 SETTINGS = (
     *REQUIRED,

@@ -23,11 +23,12 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
-from sparkindex.changes.source import WatchedTable
 from sparkindex.config.model import Pipeline
 from sparkindex.preflight.model import Check, Options, Scope, fail, first_line, ok, unreachable, warn
 from sparkindex.sources.base import Source
-from sparkindex.sources.postgres.changes import PLUGIN, slot_name
+from sparkindex.sources.change_source import WatchedTable
+from sparkindex.sources.postgres.changes import PLUGIN
+from sparkindex.sources.postgres.slots import slot_name
 
 WAL_LEVEL = "postgres.wal_level"
 

@@ -25,7 +25,7 @@ from sparkindex.preflight.target import check_target
 
 
 def run_checks(pipeline: Pipeline, options: Options | None = None) -> list[Check]:
-    from sparkindex.jobs.planning import selected_aliases
+    from sparkindex.documents.planning import selected_aliases
 
     options = options or Options()
     aliases = selected_aliases(pipeline, options.aliases)

@@ -2,7 +2,7 @@
 unique and NOT NULL, and each index's configuration resolvable against the schema.
 
 The id rule and the plan are the reindex's own (:func:`~sparkindex.documents.plan.check_unique_id`,
-:func:`~sparkindex.jobs.planning.resolve_plans`), so a preflight passes exactly what a run accepts
+:func:`~sparkindex.documents.planning.resolve_plans`), so a preflight passes exactly what a run accepts
 and fails with the run's own words. Nothing here writes: a SQLite file that does not exist is
 reported, not created (SQLite would create an empty one on connect).
 """
@@ -200,7 +200,7 @@ def _id_fix(info: TableInfo, columns: Sequence[str]) -> str:
 
 def _plan(pipeline: Pipeline, source: Source, idx: IndexConfig, where: str, findings: SourceFindings) -> Check:
     """The index as the reindex resolves it: columns, relations and their keys, the version column."""
-    from sparkindex.jobs.planning import resolve_plans
+    from sparkindex.documents.planning import resolve_plans
 
     name = f"source.plan:{idx.alias}"
     try:

@@ -99,7 +99,8 @@ def _log_problems(pipeline: Pipeline, source: Source, plans: dict[str, IndexPlan
     """(what stops the server's log being followed at all, what each table still needs)."""
     from sparkindex.changes.fanout import FanOut
     from sparkindex.changes.session import watched_tables
-    from sparkindex.changes.source import LOG_SOURCES, WatchedTable, open_change_source
+    from sparkindex.changes.source import LOG_SOURCES, open_change_source
+    from sparkindex.sources.change_source import WatchedTable
 
     if source.dialect_name not in LOG_SOURCES:
         return f"{source.dialect_name} has no change log sparkindex can read", []

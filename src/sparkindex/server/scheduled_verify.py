@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
+from sparkindex.config.secrets import redact_url
 from sparkindex.errors import SparkIndexError
 from sparkindex.server.state import ServerState
 
@@ -71,14 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sparkindex.server.scheduled_verify")
     parser.add_argument("-c", "--config", required=True)
     args = parser.parse_args(argv)
-    from sparkindex.cli.render import print_error
     from sparkindex.config import load_pipeline
     from sparkindex.jobs.verify_run import run_scheduled_verify
 
     try:
         outcome = run_scheduled_verify(load_pipeline(args.config))
     except SparkIndexError as exc:
-        print_error(str(exc))
+        # the server shows this process's stderr as the action's output: plain text, no markup
+        sys.stderr.write(f"error: {redact_url(str(exc))}\n")
         return exc.exit_code
     if outcome is None:
         sys.stdout.write(orjson.dumps({"skipped": "not due, or another process runs the check"}).decode() + "\n")

@@ -1,13 +1,18 @@
 """What a Spark Python worker needs to run partitions, built once per worker process.
 
 Workers are reused across tasks (``spark.python.worker.reuse``), so the store connection, the
-source engine, the target and the resolved document plans are cached per pipeline in the process.
+source engine and the target are cached per pipeline in the process. Document plans are not
+resolved here: the driver resolves and fingerprints them once and ships them inside the task,
+so every document of a version is built from the one plan the job was fingerprinted with, even
+when the schema changes while the job runs (the driver detects that before the swap). Builders
+are cached per (plan key, alias): the key is the job's fingerprint, or the run's.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -17,7 +22,7 @@ import orjson
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, make_builder
-from sparkindex.jobs.planning import resolve_plan
+from sparkindex.documents.plan import IndexPlan, shipped_plan
 from sparkindex.sources.base import Source
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
@@ -31,7 +36,7 @@ class WorkerContext:
     store: CoordinationStore
     _source: Source | None = None
     _target: Target | None = None
-    _builders: dict[str, DocumentBuilder] = field(default_factory=dict)
+    _builders: dict[tuple[str, str], DocumentBuilder] = field(default_factory=dict)
 
     @property
     def source(self) -> Source:
@@ -45,18 +50,46 @@ class WorkerContext:
             self._target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
         return self._target
 
-    def builder(self, alias: str) -> DocumentBuilder:
-        if alias not in self._builders:
-            i = [x.alias for x in self.pipeline.indexes].index(alias)
-            plan, _ = resolve_plan(self.source, self.pipeline.indexes[i], f"indexes[{i}]")
-            self._builders[alias] = make_builder(self.source, plan)
-        return self._builders[alias]
+    def builders(self, plans: Mapping[str, IndexPlan], key: str) -> Callable[[str], DocumentBuilder]:
+        """The builder of each alias, from the plans the driver shipped (*key* names them)."""
 
-    def partition_worker(self, job_id: str, run_id: str) -> PartitionWorker:
+        def builder(alias: str) -> DocumentBuilder:
+            cached = self._builders.get((key, alias))
+            if cached is None:
+                plan = shipped_plan(plans, alias)
+                cached = self._builders[(key, alias)] = make_builder(self.source, plan)
+            return cached
+
+        return builder
+
+    def partition_worker(
+        self, job_id: str, run_id: str, plans: Mapping[str, IndexPlan], key: str
+    ) -> PartitionWorker:
         indexes = self.store.job(job_id).targets
         return PartitionWorker(
-            self.store, self.target, self.builder, job_id, run_id, indexes, worker_settings(self.pipeline)
+            self.store, self.target, self.builders(plans, key), job_id, run_id, indexes, worker_settings(self.pipeline)
         )
+
+
+@dataclass
+class PlannedResources:
+    """A worker's resources with the builders of the plans one task was shipped (what a verify
+    range task reads: :class:`sparkindex.verify.ranges.Resources`)."""
+
+    context: WorkerContext
+    builder: Callable[[str], DocumentBuilder]
+
+    @property
+    def source(self) -> Source:
+        return self.context.source
+
+    @property
+    def target(self) -> Target:
+        return self.context.target
+
+    @property
+    def store(self) -> CoordinationStore:
+        return self.context.store
 
 
 def worker_settings(pipeline: Pipeline) -> WorkerSettings:

@@ -18,7 +18,7 @@ do not show in the Spark UI, the event logs or plan descriptions.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -27,6 +27,7 @@ import pyarrow as pa
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.records import PartitionRecord
 from sparkindex.coordination.states import JobStatus
+from sparkindex.documents.plan import IndexPlan
 from sparkindex.spark.context import task_identity, worker_context
 from sparkindex.worker.partition import PartitionOutcome
 
@@ -51,17 +52,27 @@ SUMMARY_DDL = (
 class PartitionTasks:
     """The task function: picklable, holding only plain values."""
 
-    def __init__(self, wire: str, job_id: str, run_id: str, retries: dict[str, int]) -> None:
+    def __init__(
+        self,
+        wire: str,
+        job_id: str,
+        run_id: str,
+        retries: dict[str, int],
+        plans: Mapping[str, IndexPlan],
+        fingerprint: str,
+    ) -> None:
         self.wire = wire
         self.job_id = job_id
         self.run_id = run_id
         self.retries = retries  # the pass's partitions and their retry counts when it began
+        self.plans = dict(plans)  # resolved once by the driver: the workers never re-read the schema
+        self.fingerprint = fingerprint
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _ in batches:  # the slot's row: its only use is to start this task
             pass
         ctx = worker_context(self.wire)
-        worker = ctx.partition_worker(self.job_id, self.run_id)
+        worker = ctx.partition_worker(self.job_id, self.run_id, self.plans, self.fingerprint)
         owner = task_identity(self.run_id)
         for pid in claim_queue(ctx.store, self.job_id, self.run_id, self.retries):
             outcome = worker.run(pid, owner, take_over_run=False)
@@ -91,7 +102,13 @@ def claim_queue(store: Any, job_id: str, run_id: str, retries: dict[str, int], w
 
 
 def partitions_frame(
-    spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partitions: Sequence[PartitionRecord]
+    spark: Any,
+    pipeline: Pipeline,
+    job_id: str,
+    run_id: str,
+    partitions: Sequence[PartitionRecord],
+    plans: Mapping[str, IndexPlan],
+    fingerprint: str,
 ) -> Any:
     """The pass as a DataFrame: one row per slot, one Spark task per row. On a cluster, one per
     partition: executors may still be registering when the pass starts (and dynamic allocation
@@ -99,16 +116,23 @@ def partitions_frame(
     local = str(spark.sparkContext.master).startswith("local")
     slots = int(spark.sparkContext.defaultParallelism) if local else len(partitions)
     slots = max(1, min(len(partitions), slots))
-    fn = PartitionTasks(pipeline.wire_string(), job_id, run_id, {p.id: p.retry_count for p in partitions})
+    retries = {p.id: p.retry_count for p in partitions}
+    fn = PartitionTasks(pipeline.wire_string(), job_id, run_id, retries, plans, fingerprint)
     return spark.range(0, slots, 1, slots).mapInArrow(fn, SUMMARY_DDL)
 
 
 def run_partitions(
-    spark: Any, pipeline: Pipeline, job_id: str, run_id: str, partitions: Sequence[PartitionRecord]
+    spark: Any,
+    pipeline: Pipeline,
+    job_id: str,
+    run_id: str,
+    partitions: Sequence[PartitionRecord],
+    plans: Mapping[str, IndexPlan],
+    fingerprint: str,
 ) -> list[PartitionOutcome]:
     """Run *partitions* as one Spark job; return the outcome of each partition a task ran
     (raises if the job fails)."""
     if not partitions:
         return []
-    rows = partitions_frame(spark, pipeline, job_id, run_id, partitions).collect()
+    rows = partitions_frame(spark, pipeline, job_id, run_id, partitions, plans, fingerprint).collect()
     return [PartitionOutcome(**row.asDict()) for row in rows]

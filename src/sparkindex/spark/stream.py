@@ -25,10 +25,12 @@ import orjson
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from sparkindex.changes.model import STREAM_DDL, Batch, Change, end_row
 from sparkindex.changes.ranges import spread_truncates
 from sparkindex.config.model import Pipeline
+from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import TransientError
+from sparkindex.sources.change_model import STREAM_DDL, Batch, Change, end_row
+from sparkindex.spark.task_errors import classify, encode
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ CHANGES_PER_TASK = 5000
 
 SUMMARY_DDL = (
     "alias string, applied long, deleted long, failed long, skipped long, deferred long, "
-    "end_offset string, end_position long, ts double"
+    "end_offset string, end_position long, ts double, error string"
 )
 SUMMARY_SCHEMA = pa.schema(
     [
@@ -50,6 +52,7 @@ SUMMARY_SCHEMA = pa.schema(
         ("end_offset", pa.string()),
         ("end_position", pa.int64()),
         ("ts", pa.float64()),
+        ("error", pa.string()),  # an error the task classified (spark/task_errors.py), as JSON
     ]
 )
 
@@ -200,55 +203,62 @@ class ApplyTasks:
     that position are skipped for that alias (its consumer group applied them before).
     """
 
-    def __init__(self, wire: str, run: Mapping[str, Any], plan: Mapping[str, tuple[str, int]]) -> None:
+    def __init__(
+        self,
+        wire: str,
+        run: Mapping[str, Any],
+        plan: Mapping[str, tuple[str, int]],
+        plans: Mapping[str, IndexPlan],
+        key: str,
+    ) -> None:
         self.wire = wire
         self.run = dict(run)
         self.plan = dict(plan)
+        self.plans = dict(plans)  # the driver's document plans (resolved once per sync run)
+        self.key = key
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = [r for batch in batches for r in batch.to_pylist()]
+        try:
+            out = self._apply(rows)
+        except Exception as exc:
+            error = classify(exc)
+            if error is None:
+                raise  # unclassified: the task fails and the driver retries the batch
+            out = [_summary(None, error=encode(error))]
+        yield pa.RecordBatch.from_pylist(out, schema=SUMMARY_SCHEMA)
+
+    def _apply(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from sparkindex.changes.session import sync_context
 
         ctx = sync_context(self.wire, orjson.dumps(self.run).decode())
-        changes: list[Change] = []
-        ends: list[dict[str, Any]] = []
-        for batch in batches:
-            for row in batch.to_pylist():
-                if row["kind"] == "end":
-                    ends.append(row)
-                else:
-                    changes.append(Change.from_row(_as_tuple(row)))
+        ends = [row for row in rows if row["kind"] == "end"]
+        changes = [Change.from_row(_as_tuple(row)) for row in rows if row["kind"] != "end"]
         out = []
         for alias, (index, after) in self.plan.items():
             # a key diff's range is not a commit: an alias ahead of the batch still checks it
-            counts = ctx.apply(alias, index, [c for c in changes if c.position > after or c.op == "recheck"])
+            todo = [c for c in changes if c.position > after or c.op == "recheck"]
+            counts = ctx.apply(alias, index, todo, self.plans, self.key)
             out.append(
-                {
-                    "alias": alias,
-                    "applied": counts.applied,
-                    "deleted": counts.deleted,
-                    "failed": counts.failed,
-                    "skipped": counts.skipped,
-                    "deferred": counts.deferred,
-                    "end_offset": None,
-                    "end_position": None,
-                    "ts": None,
-                }
+                _summary(
+                    alias,
+                    applied=counts.applied,
+                    deleted=counts.deleted,
+                    failed=counts.failed,
+                    skipped=counts.skipped,
+                    deferred=counts.deferred,
+                )
             )
         for end in ends:
-            out.append(
-                {
-                    "alias": None,
-                    "applied": 0,
-                    "deleted": 0,
-                    "failed": 0,
-                    "skipped": 0,
-                    "deferred": 0,
-                    "end_offset": end["offset"],
-                    "end_position": end["position"],
-                    "ts": end["ts"],
-                }
-            )
-        yield pa.RecordBatch.from_pylist(out, schema=SUMMARY_SCHEMA)
+            out.append(_summary(None, end_offset=end["offset"], end_position=end["position"], ts=end["ts"]))
+        return out
+
+
+def _summary(alias: str | None, **values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {name: None for name in SUMMARY_SCHEMA.names}
+    row.update({"alias": alias, "applied": 0, "deleted": 0, "failed": 0, "skipped": 0, "deferred": 0})
+    row.update(values)
+    return row
 
 
 def _as_tuple(row: dict[str, Any]) -> tuple[Any, ...]:

@@ -14,41 +14,57 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
 import pyarrow as pa
 
 from sparkindex.config.model import Pipeline
-from sparkindex.jobs.drift import RangeSummary
-from sparkindex.jobs.verify_ranges import RangeTask, TaskOptions, run_range_task
-from sparkindex.spark.context import worker_context
+from sparkindex.documents.plan import IndexPlan
+from sparkindex.spark.context import PlannedResources, worker_context
+from sparkindex.spark.task_errors import classify, encode, raise_returned
+from sparkindex.verify.drift import RangeSummary
+from sparkindex.verify.ranges import RangeTask, TaskOptions, run_range_task
 
-SUMMARY_SCHEMA = pa.schema([("task", pa.int64()), ("summary", pa.string())])
-SUMMARY_DDL = "task long, summary string"
+#: one row per range; ``error``: an error the task classified (spark/task_errors.py), as JSON
+SUMMARY_SCHEMA = pa.schema([("task", pa.int64()), ("summary", pa.string()), ("error", pa.string())])
+SUMMARY_DDL = "task long, summary string, error string"
 POLL_S = 0.5
 
 
 class VerifyTasks:
     """The task function: picklable, holding only plain values."""
 
-    def __init__(self, wire: str, tasks: Sequence[RangeTask], options: TaskOptions) -> None:
+    def __init__(
+        self, wire: str, tasks: Sequence[RangeTask], options: TaskOptions, plans: Mapping[str, IndexPlan]
+    ) -> None:
         self.wire = wire
         self.tasks = list(tasks)
         self.options = options
+        self.plans = dict(plans)  # the driver's: a range is compared with the plan verify resolved
+        self.key = f"verify-{uuid.uuid4().hex}"  # this run's plans, among the builders a worker caches
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = worker_context(self.wire)
+        res = PlannedResources(ctx, ctx.builders(self.plans, self.key))
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                summary = run_range_task(ctx, self.tasks[i], self.options)
-                yield pa.RecordBatch.from_pylist([{"task": i, "summary": summary.to_json()}], schema=SUMMARY_SCHEMA)
+                try:
+                    row = {"task": i, "summary": run_range_task(res, self.tasks[i], self.options).to_json()}
+                except Exception as exc:
+                    error = classify(exc)
+                    if error is None:
+                        raise  # unclassified: the task fails, as Spark reports it
+                    row = {"task": i, "summary": None, "error": encode(error)}
+                yield pa.RecordBatch.from_pylist([row], schema=SUMMARY_SCHEMA)
 
 
-def verify_frame(spark: Any, pipeline: Pipeline, tasks: Sequence[RangeTask], options: TaskOptions) -> Any:
+def verify_frame(
+    spark: Any, pipeline: Pipeline, tasks: Sequence[RangeTask], options: TaskOptions, plans: Mapping[str, IndexPlan]
+) -> Any:
     n = len(tasks)
-    fn = VerifyTasks(pipeline.wire_string(), tasks, options)
+    fn = VerifyTasks(pipeline.wire_string(), tasks, options, plans)
     return spark.range(0, n, 1, n).mapInArrow(fn, SUMMARY_DDL)
 
 
@@ -68,6 +84,7 @@ def run_verify_tasks(
     pipeline: Pipeline,
     tasks: Sequence[RangeTask],
     options: TaskOptions,
+    plans: Mapping[str, IndexPlan],
     on_progress: Callable[[int], None] | None = None,
 ) -> list[RangeSummary]:
     """Run *tasks* as one Spark job; one summary per task, in task order (raises if the job fails)."""
@@ -80,7 +97,7 @@ def run_verify_tasks(
     def collect() -> None:
         try:
             sc.setJobGroup(group, f"sparkindex verify ({len(tasks)} ranges)", True)
-            result.set_result(verify_frame(spark, pipeline, tasks, options).collect())
+            result.set_result(verify_frame(spark, pipeline, tasks, options, plans).collect())
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
             result.set_exception(exc)
 
@@ -99,6 +116,7 @@ def run_verify_tasks(
         raise
     if on_progress is not None:
         on_progress(len(tasks))
+    raise_returned(rows)  # a task's error, as its own class
     summaries: list[RangeSummary | None] = [None] * len(tasks)
     for row in rows:
         summaries[row["task"]] = RangeSummary.from_json(row["summary"])

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import re
 import struct
 import time
 from collections.abc import Iterator, Mapping
@@ -42,10 +41,24 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from sparkindex.changes.model import Batch, Change
-from sparkindex.changes.source import ChangeSource, Gap, Lag
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError, LogGap, PermanentError, SparkIndexError, TransientError
+from sparkindex.sources.change_model import Batch, Change
+from sparkindex.sources.change_source import ChangeSource, Gap, Lag
+from sparkindex.sources.mysql.gtids import format_gtids, gtid_seq, parse_gtids
+from sparkindex.sources.mysql.server_errors import (
+    ER_ERROR_WHEN_EXECUTING_COMMAND,
+    ER_HOST_IS_BLOCKED,
+    ER_MASTER_FATAL_ERROR_READING_BINLOG,
+    ER_NO_BINARY_LOGGING,
+    LOGIN_CODES,
+    PRIVILEGE_CODES,
+    TRANSIENT_CODES,
+    error_code,
+    error_text,
+    gtid_gone,
+)
+from sparkindex.sources.mysql.statements import truncated_table
 
 log = logging.getLogger(__name__)
 
@@ -63,60 +76,9 @@ HEARTBEAT_S = 0.2
 READ_BUDGET_S = 0.5
 
 
-#: Server errors that come and go with the connection or the server's load: too many connections,
-#: shutdown in progress, aborted connection and network read/write errors, max_user_connections,
-#: lock wait timeout, deadlock, query interrupted, connection killed, max_statement_time,
-#: disconnected for inactivity. Client-side errors (2000-2999: cannot connect, server gone away,
-#: connection lost) and a closed connection (0) are transient too.
-TRANSIENT_CODES = frozenset({1040, 1053, 1152, 1154, 1156, 1158, 1159, 1160, 1161, 1203, 1205, 1213, 1317, 1927, 1969})
-#: The account may not do this: access denied to a command, a table or a column, or a routine;
-#: a privilege is missing (1227: "you need (at least one of) the ... privilege(s)").
-PRIVILEGE_CODES = frozenset({1142, 1143, 1227, 1370})
-#: The account cannot log in: wrong user or password, no access to the database, host not allowed.
-LOGIN_CODES = frozenset({1044, 1045, 1130, 1698})
-ER_HOST_IS_BLOCKED = 1129
-ER_ERROR_WHEN_EXECUTING_COMMAND = 1220  # SHOW BINLOG EVENTS on a file purged a moment ago
-ER_NO_BINARY_LOGGING = 1381
-ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 COM_BINLOG_DUMP = 0x12
 BINLOG_DUMP_NON_BLOCK = 0x01
 GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
-_GTID = re.compile(r"(\d+)-(\d+)-(\d+)")
-
-
-def gtid_seq(gtid: str) -> int:
-    return int(gtid.rsplit("-", 1)[1]) if gtid else 0
-
-
-def parse_gtids(text: str | None) -> dict[tuple[int, int], int]:
-    """``0-1-812,0-2-900`` (a binlog state, a ``Gtid_list`` event's ``[0-1-812]``): the last
-    sequence number per (domain, originating server)."""
-    return {(int(d), int(s)): int(n) for d, s, n in _GTID.findall(text or "")}
-
-
-def _code(exc: BaseException) -> int | None:
-    args = exc.args
-    return args[0] if args and isinstance(args[0], int) else None
-
-
-def _text(exc: BaseException) -> str:
-    args = exc.args
-    if len(args) >= 2 and isinstance(args[0], int):
-        return f"({args[0]}) {args[1]}"
-    return str(exc) or type(exc).__name__
-
-
-def gtid_gone(exc: BaseException) -> bool:
-    """Error 1236 about the requested GTID: purged ("Could not find GTID state requested by slave
-    in any binlog files"), not in the binlog ("which is not in the master's binlog"), or missing
-    from it under strict mode. Other 1236 answers (binlog not open, a packet over
-    max_allowed_packet, a corrupt binlog) are not gaps."""
-    if _code(exc) != ER_MASTER_FATAL_ERROR_READING_BINLOG:
-        return False
-    text = _text(exc)
-    return "GTID" in text or "purged" in text
-
-
 class MysqlChangeSource(ChangeSource):
     exact_positions = True  # GTID sequences: nothing commits below one already read
 
@@ -159,7 +121,7 @@ class MysqlChangeSource(ChangeSource):
         """What a driver error means for the caller. Only connection-level failures are retried;
         what the server refuses now it refuses again, so it says how to fix it instead."""
         where = f"source {redact_url(self.source.url)}: {what}"
-        code, text = _code(exc), _text(exc)
+        code, text = error_code(exc), error_text(exc)
         user = self.settings["user"]
         if isinstance(exc, OSError) or code is None or code == 0 or 2000 <= code < 3000 or code in TRANSIENT_CODES:
             return TransientError(f"{where}: {text}")
@@ -236,9 +198,9 @@ class MysqlChangeSource(ChangeSource):
                     if conn._read_packet().is_eof_packet():
                         break
             except pymysql.MySQLError as exc:
-                if _code(exc) != ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                if error_code(exc) != ER_MASTER_FATAL_ERROR_READING_BINLOG:
                     raise  # 1236: the file rotated away meanwhile, but the privilege was granted
-                log.debug("privilege probe: %s", _text(exc))
+                log.debug("privilege probe: %s", error_text(exc))
 
     # -- continuity --------------------------------------------------------------------------------
     def continuity(self, offset: Mapping[str, Any]) -> Gap | None:
@@ -272,7 +234,7 @@ class MysqlChangeSource(ChangeSource):
                 return None
             return Gap(
                 f"the stored offset is from before the binlog's first transaction, but binlogs were purged: the oldest "
-                f"file {oldest} starts after GTID(s) {_gtids(before)}; {gone}",
+                f"file {oldest} starts after GTID(s) {format_gtids(before)}; {gone}",
                 stored,
                 max(before.values()),
             )
@@ -282,12 +244,13 @@ class MysqlChangeSource(ChangeSource):
         if not mine:
             return Gap(
                 f"the stored GTID {gtid} is of domain {domain}, which the server's binlog does not have (its GTID "
-                f"state is {_gtids(state) or 'empty'}): a different server, or RESET MASTER; {gone}",
+                f"state is {format_gtids(state) or 'empty'}): a different server, or RESET MASTER; {gone}",
                 stored,
             )
         if max(mine.values()) < seq:
             return Gap(
-                f"the server's binlog ends at GTID {_gtids({(domain, s): n for s, n in mine.items()})}, before the "
+                f"the server's binlog ends at GTID {format_gtids({(domain, s): n for s, n in mine.items()})}, "
+                "before the "
                 f"stored GTID {gtid}: a server restored from a backup, RESET MASTER, or a different server",
                 stored,
                 first,
@@ -295,7 +258,8 @@ class MysqlChangeSource(ChangeSource):
         if mine.get(server, -1) < seq:
             return Gap(
                 f"the stored GTID {gtid} names server {server}, but this binlog holds domain {domain} only as "
-                f"{_gtids({(domain, s): n for s, n in mine.items()})}: a different server, or a failover to a replica "
+                f"{format_gtids({(domain, s): n for s, n in mine.items()})}: a different server, or a failover to "
+                "a replica "
                 f"that did not log what it replicated (log_slave_updates); {gone}",
                 stored,
                 first,
@@ -303,7 +267,7 @@ class MysqlChangeSource(ChangeSource):
         if before is not None and first is not None and first > seq:
             return Gap(
                 f"binlogs purged past the stored GTID {gtid}: the oldest binlog file {oldest} starts after GTID "
-                f"{_gtids({k: n for k, n in before.items() if k[0] == domain})} (PURGE BINARY LOGS, "
+                f"{format_gtids({k: n for k, n in before.items() if k[0] == domain})} (PURGE BINARY LOGS, "
                 f"expire_logs_days or binlog_expire_logs_seconds): transactions {seq + 1} to {first} of domain "
                 f"{domain} are gone from the log",
                 stored,
@@ -325,7 +289,7 @@ class MysqlChangeSource(ChangeSource):
             try:
                 cur.execute("SHOW BINLOG EVENTS IN %s LIMIT 4", (oldest,))
             except pymysql.MySQLError as exc:
-                if _code(exc) == ER_ERROR_WHEN_EXECUTING_COMMAND:
+                if error_code(exc) == ER_ERROR_WHEN_EXECUTING_COMMAND:
                     continue  # purged between the two statements: look again
                 raise
             for event in cur.fetchall():
@@ -446,7 +410,8 @@ class MysqlChangeSource(ChangeSource):
         gap: Gap | None = None
         with contextlib.suppress(SparkIndexError):
             gap = self.continuity(start)
-        reason = gap.reason if gap is not None else f"the server cannot send the binlog from GTID {gtid}: {_text(exc)}"
+        cannot = f"the server cannot send the binlog from GTID {gtid}: {error_text(exc)}"
+        reason = gap.reason if gap is not None else cannot
         return LogGap(
             f"source {redact_url(self.source.url)}: reading the binlog from GTID {gtid or '(start)'}: {reason}",
             stored=self.position(start),
@@ -468,34 +433,6 @@ class MysqlChangeSource(ChangeSource):
         return out
 
 
-_NAME = r"(`(?:[^`]|``)+`|[\w$]+)"
-_COMMENTS = re.compile(r"(?:\s+|/\*.*?\*/|#[^\n]*(?:\n|$)|--\s[^\n]*(?:\n|$))*", re.DOTALL)
-_TRUNCATE = re.compile(
-    rf"truncate\s+(?:table\s+)?(?:{_NAME}\s*\.\s*)?{_NAME}(?:\s+(?:wait\s+\d+|nowait))?\s*;?\s*", re.IGNORECASE
-)
-
-
-def truncated_table(query: str, database: str, schema: bytes | str | None) -> str | None:
-    """The table a ``TRUNCATE`` statement of the binlog empties, if it is one of *database*'s
-    (*schema*: the statement's default database), as the statement spells it. Row-based logging
-    still logs it as a statement. One that cannot be read is logged, never silently passed over."""
-    head = _COMMENTS.match(query)
-    body = query[head.end() :] if head else query
-    if body[:8].lower() != "truncate":
-        return None
-    m = _TRUNCATE.fullmatch(body)
-    if m is None:
-        log.warning("a TRUNCATE in the binlog was not understood; its documents may be stale: %.200s", body)
-        return None
-    default = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else (schema or "")
-    db = _unquote(m.group(1)) if m.group(1) else default
-    return _unquote(m.group(2)) if db.lower() == database.lower() else None
-
-
-def _gtids(gtids: Mapping[tuple[int, int], int]) -> str:
-    return ",".join(f"{d}-{s}-{n}" for (d, s), n in sorted(gtids.items()))
-
-
 def _watched(table: str | None, names: set[str]) -> str | None:
     """*table* as the pipeline names it, if watched (names may differ in case only where the
     server folds them, ``lower_case_table_names``)."""
@@ -505,5 +442,3 @@ def _watched(table: str | None, names: set[str]) -> str | None:
     return folded[0] if len(folded) == 1 else None
 
 
-def _unquote(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name

@@ -24,68 +24,25 @@ table whose deletes must reveal a foreign key to find their document needs REPLI
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import hashlib
 import logging
-import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
 import psycopg
 import sqlalchemy as sa
 
-from sparkindex.changes.model import Batch, Change
-from sparkindex.changes.source import ChangeSource, Gap, Lag
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError, LogGap, PermanentError, TransientError
+from sparkindex.sources.change_model import Batch
+from sparkindex.sources.change_source import ChangeSource, Gap, Lag
+from sparkindex.sources.postgres.slots import legacy_slot_name, lsn_int, lsn_text, slot_name
+from sparkindex.sources.postgres.wal2json import add_tables, parse_rows
 
 log = logging.getLogger(__name__)
 
 PLUGIN = "wal2json"
-_OPS = {"I": "insert", "U": "update", "D": "delete", "T": "truncate"}
-#: wal2json add-tables escapes these with a backslash
-_ESCAPE = re.compile(r"([\\,.* ])")
-
-
-def lsn_int(text: str) -> int:
-    hi, lo = text.split("/")
-    return (int(hi, 16) << 32) + int(lo, 16)
-
-
-def lsn_text(value: int) -> str:
-    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
-
-
-#: PostgreSQL's limit on a slot's name
-SLOT_NAME_MAX = 63
-
-
-def slot_name(prefix: str, database: str, namespace: str, consumer: str) -> str:
-    """The slot of one consumer of one pipeline on one database.
-
-    Slot names are cluster-wide but a logical slot belongs to one database, so two pipelines on
-    one server (two databases, or two coordination stores on one database) must never meet on a
-    name: the name ends in a hash of the database, the pipeline's namespace (its coordination
-    store and prefix) and the consumer. The readable parts (database, consumer) are cut to fit
-    PostgreSQL's 63 characters; the hash keeps the name unique whatever was cut."""
-    digest = hashlib.sha256(f"{database}|{namespace}|{consumer}".encode()).hexdigest()[:10]
-    room = SLOT_NAME_MAX - len(prefix) - len(digest) - 3
-    db, who = _slot_part(database), _slot_part(consumer)
-    db = db[: max(0, min(len(db), room // 2, room - len(who)))]
-    who = who[: max(0, room - len(db))]
-    return "_".join(part for part in (prefix, db, who, digest) if part)
-
-
-def legacy_slot_name(prefix: str, consumer: str) -> str:
-    """How slots were named before they carried the database and namespace (adopted on start)."""
-    return re.sub(r"[^a-z0-9_]", "_", f"{prefix}_{consumer}".lower())[:SLOT_NAME_MAX]
-
-
-def _slot_part(text: str) -> str:
-    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", text.lower())).strip("_")
 
 
 class PostgresChangeSource(ChangeSource):
@@ -419,63 +376,26 @@ class PostgresChangeSource(ChangeSource):
             if slot_at < after:
                 # acknowledged in the store but not in the slot (a crash between the two): catch up
                 cur.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self.slot, lsn_text(after)))
-            tables = ",".join(f"{_escape(s)}.{_escape(t)}" for s, t in names)
             cur.execute(
                 "SELECT lsn::text, data FROM pg_logical_slot_peek_changes(%s, %s::pg_lsn, %s, "
                 "'format-version', '2', 'include-timestamp', '1', 'include-transaction', '1', "
                 "'include-type-oids', '0', 'add-tables', %s)",
-                (self.slot, upto, limit, tables or "-.-"),
+                (self.slot, upto, limit, add_tables(names)),
             )
             rows = cur.fetchall()
         return self._parse(rows, after, start, names, limit)
 
+    @staticmethod
     def _parse(
-        self,
         rows: list[tuple[str, str]],
         after: int,
         start: Mapping[str, Any],
         names: dict[tuple[str, str], str],
         limit: int,
     ) -> Batch:
-        changes: list[Change] = []
-        txn: list[dict[str, Any]] = []
-        end, ts = after, 0.0
-        for lsn, data in rows:
-            msg = orjson.loads(data)
-            action = msg.get("action")
-            if action == "B":
-                txn = []
-            elif action in _OPS:
-                txn.append(msg)
-            elif action == "C":
-                position = lsn_int(lsn)
-                commit_ts = _timestamp(msg.get("timestamp"))
-                if position > after:
-                    changes.extend(self._change(m, names, position, commit_ts) for m in txn)
-                    end, ts = position, commit_ts
-                txn = []
+        changes, end, ts = parse_rows(rows, after, names)
         offset = {"lsn": end} if end > after else dict(start)
         return Batch(changes, offset, end, ts, more=len(rows) >= limit)
-
-    @staticmethod
-    def _change(msg: dict[str, Any], names: dict[tuple[str, str], str], position: int, ts: float) -> Change:
-        table = names.get((msg["schema"], msg["table"]), msg["table"])
-        new = {c["name"]: c.get("value") for c in msg.get("columns", ())} or None
-        old = {c["name"]: c.get("value") for c in msg.get("identity", ())} or None
-        return Change(table, _OPS[msg["action"]], position, old, new, ts)  # type: ignore[arg-type]
-
-
-def _timestamp(text: str | None) -> float:
-    if not text:
-        return time.time()
-    try:
-        return dt.datetime.fromisoformat(text if len(text) > 22 else text + ":00").timestamp()
-    except ValueError:
-        return time.time()
-
-
-def _escape(name: str) -> str:
-    return _ESCAPE.sub(r"\\\1", name)
 
 
 def _quote_ident(name: str) -> str:

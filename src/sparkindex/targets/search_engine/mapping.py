@@ -13,9 +13,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from sparkindex.documents.overrides import KNOWN_TYPES
 from sparkindex.errors import ConfigError
 from sparkindex.targets.base import HASH_FIELD, SORT_KEY_FIELD
+from sparkindex.targets.field_types import KNOWN_TYPES
 
 #: What the builder writes for DATE/DATETIME columns (orjson's ISO 8601: ``2024-05-01``,
 #: ``2024-05-01T10:00:00``, with microseconds and/or an offset), the ``2024-05-01 10:00:00``

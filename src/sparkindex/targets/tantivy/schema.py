@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import tantivy
 
-from sparkindex.documents.hashing import json_default
+from sparkindex.encoding import json_default
 from sparkindex.errors import DocumentError
 from sparkindex.targets.base import BulkItem
 

@@ -44,12 +44,12 @@ from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import SparkIndexError
-from sparkindex.jobs.drift import KINDS, DriftCounts, RangeSummary
-from sparkindex.jobs.verify_ranges import RangeTask, Resources, TaskOptions, run_range_task
 from sparkindex.keys import dump_key
 from sparkindex.sources.base import Source
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.target import Target
+from sparkindex.verify.drift import KINDS, DriftCounts, RangeSummary
+from sparkindex.verify.ranges import RangeTask, Resources, TaskOptions, run_range_task
 
 #: Runs range tasks (on Spark, or in this process) and reports how many are done as they finish.
 Runner = Callable[[Sequence[RangeTask], TaskOptions, Callable[[int], None]], list[RangeSummary]]

@@ -2,7 +2,7 @@
 
 Engine-neutral, like the partition worker: a Spark task (:mod:`sparkindex.spark.verify_job`)
 and the in-process runner both call :func:`run_range_task` with what a worker process holds
-(source, target, store, builders). See :mod:`sparkindex.jobs.verify` for the design.
+(source, target, store, builders). See :mod:`sparkindex.verify.verifier` for the design.
 
 * Source side: the range's documents are built page by page with the reindex's own builder, and
   the index's hashes are fetched *by those ids*, so both sides are read once per range and the
@@ -25,15 +25,15 @@ from typing import Protocol
 
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Page
+from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.errors import DocumentError, WritesLost
-from sparkindex.jobs.drift import RangeSummary
-from sparkindex.jobs.source_lookup import SourceLookup
 from sparkindex.keys import load_key
 from sparkindex.retry import Backoff, retry_transient
 from sparkindex.sources.base import KeyRange, Source
 from sparkindex.targets.base import BulkItem, WriteMark
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.target import Target
+from sparkindex.verify.drift import RangeSummary
 from sparkindex.worker.bulk import bulk_with_retries
 
 #: ids per hash lookup or existence query: one request each, small enough for any backend's

@@ -8,7 +8,7 @@ the lowest position any alias of the group still needs). Spark's own checkpoint 
 folder per run: the store, not Spark, decides where a restarted sync begins, so a crash at any
 point replays at most the batches that were not acknowledged.
 
-One sync runs per consumer group and source database at a time (a lock, :mod:`.sync_lock`, kept
+One sync runs per consumer group and source database at a time (a lock, :mod:`sparkindex.changes.sync_lock`, kept
 alive while it runs; it also announces the aliases it serves, so a reindex knows whom to wait for);
 ``sparkindex stop`` takes the lock over, and the sync stops at the end of its current batch.
 """
@@ -24,28 +24,30 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import orjson
 
 from sparkindex.changes.consumer_offsets import carry_over, open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.gaps import GapHealing
 from sparkindex.changes.restarts import BOUNDED_WINDOW_S, WINDOW_S, StreamRestarts
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
-from sparkindex.changes.source import ChangeSource, open_change_source
-from sparkindex.changes.sync_errors import as_error, brief, is_permanent
+from sparkindex.changes.source import open_change_source
+from sparkindex.changes.sync_errors import brief
 from sparkindex.changes.sync_lock import LOCK_REFRESH_S, LOCK_TTL_S, source_key, sync_lock_key
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import GroupOffset, OffsetStore
+from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.recovery import holder_is_dead, holder_name
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.sync_events import SyncEvents
+from sparkindex.documents.planning import selected_aliases
 from sparkindex.errors import ConfigError, LogGap, PermanentError, SparkIndexError, TransientError
 from sparkindex.jobs.keeper import LockKeeper
-from sparkindex.jobs.planning import selected_aliases
-from sparkindex.retry import Backoff
+from sparkindex.jobs.sync.gaps import GapHealing
+from sparkindex.jobs.sync.hand_over import HoldAnswering
+from sparkindex.jobs.sync.sink import BatchSink
+from sparkindex.jobs.sync.summary import SyncSummary
+from sparkindex.sources.change_source import ChangeSource
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 
@@ -53,31 +55,11 @@ __all__ = ["LOCK_REFRESH_S", "LOCK_TTL_S", "SyncRun", "SyncSummary", "source_key
 
 log = logging.getLogger(__name__)
 
-#: how often a running sync measures how much log the source retains for it
-LAG_CHECK_S = 10.0
 #: how often the driver looks for errors the log reader and the apply tasks counted
 EVENTS_CHECK_S = 1.0
 
 
-@dataclass
-class SyncSummary:
-    applied: int
-    deleted: int
-    position: int
-    lag_s: float
-    failed: int = 0
-    batches: int = 0
-    group: str = "default"
-    #: log the source retains for this consumer (a PostgreSQL slot's WAL), None where it keeps none
-    lag_bytes: int | None = None
-    #: gaps healed by this run: per alias, what the verify/repair found (and fixed)
-    reconciled: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-class SyncRun(GapHealing):
+class SyncRun(GapHealing, HoldAnswering, BatchSink):
     """One ``sync`` invocation (or a reindex's catch-up, with *indexes* naming the new versions)."""
 
     def __init__(
@@ -137,7 +119,9 @@ class SyncRun(GapHealing):
         p = self.pipeline
         self.source = open_source(p.source_url(), p.job.source_timeout_s)
         self.target = open_target(p.target.url, p.base_dir, p.target.options)
-        self.fanouts = [FanOut(resolve_consumer_plan(p, self.source, a), self.source) for a in self.aliases]
+        # resolved once, here, and shipped to the apply tasks with every batch
+        self.plans = {a: resolve_consumer_plan(p, self.source, a) for a in self.aliases}
+        self.fanouts = [FanOut(self.plans[a], self.source) for a in self.aliases]
         self.tables = watched_tables(self.fanouts)
         self.changes: ChangeSource = open_change_source(p, self.source, self.tables, self.consumer)
         self.changes.check()
@@ -402,7 +386,7 @@ class SyncRun(GapHealing):
     def _maybe_apply_deferred(self) -> None:
         """``sync.deferred_at``: the daily refresh of deferred relations, beside the stream (of a
         live sync or ``--until-caught-up``; never in a reindex's catch-up)."""
-        from sparkindex.changes.deferred import apply_deferred, due
+        from sparkindex.jobs.sync.deferred import apply_deferred, due
 
         today, at = dt.date.today(), self.pipeline.sync.deferred_at
         if self.until is not None or self._deferred_tried == today or not due(at, None):
@@ -440,123 +424,6 @@ class SyncRun(GapHealing):
     def _start_offset(self) -> dict[str, Any]:
         saved = self.positions.offsets(self.group)
         return min((saved[a] for a in self.aliases), key=lambda o: o.position).offset
-
-    # -- the sink ----------------------------------------------------------------------------------
-    def _sink(self, spark: Any, wire: str, batch: Any, batch_id: int) -> None:
-        if self.stop_requested.is_set() or self.error is not None or self._sink_failure is not None:
-            return  # a batch after an abandoned one is never applied, so never acknowledged past it
-        self._batch_running.set()
-        try:
-            self._apply_batch(spark, wire, batch, batch_id)
-        except Exception as exc:  # noqa: BLE001 - raising here would go back through Py4J (a traceback)
-            # the store out of reach while holds were read or the batch acknowledged: the batch is
-            # abandoned unacknowledged, the query ends, and the next starts from the acknowledged
-            # position (a batch applied but not acknowledged is applied again, versions keep order)
-            self._sink_failure = f"batch {batch_id} abandoned: {brief(exc)}"
-            log.warning("%s; the stream starts again from the acknowledged position", self._sink_failure)
-        finally:
-            self._batch_running.clear()
-
-    def _apply_batch(self, spark: Any, wire: str, batch: Any, batch_id: int) -> None:
-        from sparkindex.spark.stream import SUMMARY_DDL, ApplyTasks
-
-        backoff = Backoff(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
-        while True:
-            saved = self._wait_for_holds()
-            plan = {a: (self._index(a), saved[a].position) for a in self.aliases}
-            run = {"job_id": f"sync:{self.group}", "group": self.group}
-            try:
-                rows = batch.mapInArrow(ApplyTasks(wire, run, plan), SUMMARY_DDL).collect()
-                break
-            except Exception as exc:  # noqa: BLE001 - Spark's errors reach us as any class
-                # Raising here would go back through Py4J, which prints a traceback; the batch
-                # is abandoned instead: not acknowledged, so the next run applies it again.
-                if self.stop_requested.is_set():
-                    log.info("batch %d abandoned while stopping (not acknowledged): %s", batch_id, brief(exc))
-                    return
-                if is_permanent(exc):
-                    self.error = as_error(exc)
-                    self.stop_requested.set()
-                    return
-                delay = backoff.next_delay()
-                self._count("apply", brief(exc))
-                log.warning("applying batch %d failed (retrying in %.1f s): %s", batch_id, delay, brief(exc))
-                self.stop_requested.wait(delay)
-        self._acknowledge(rows, plan)
-
-    def _acknowledge(self, rows: list[Any], plan: Mapping[str, tuple[str, int]]) -> None:
-        end = next((r for r in rows if r["alias"] is None), None)
-        if end is None:
-            return
-        offset = orjson.loads(end["end_offset"])
-        position = int(end["end_position"])
-        counts: dict[str, tuple[int, int]] = {}
-        for r in rows:
-            if r["alias"] is not None:
-                applied, deleted = counts.get(r["alias"], (0, 0))
-                counts[r["alias"]] = (applied + r["applied"], deleted + r["deleted"])
-                self.totals.applied += r["applied"]
-                self.totals.deleted += r["deleted"]
-                self.totals.failed += r["failed"]
-        if end["ts"]:
-            self._last_ts = float(end["ts"])
-        lag = max(0.0, time.time() - self._last_ts) if self._last_ts else 0.0
-        positions = {a: (max(position, after), offset, index) for a, (index, after) in plan.items()}
-        self.positions.save(self.group, positions, counts, lag, self.totals.lag_bytes)
-        self.totals.batches += 1
-        self.totals.position = position
-        self._acked = offset
-        self._last_progress = time.monotonic()
-        if self.on_ack is not None:
-            self.on_ack(position)
-        # the log may let go of what every alias of the pipeline in the group has applied
-        lowest = self._lowest()
-        try:
-            self.changes.acknowledge(lowest.offset)
-        except (TransientError, LogGap) as exc:  # a gap: the next read finds it and the sync heals it
-            log.warning("could not release the change log up to %s yet: %s", lowest.offset, exc)
-        if time.monotonic() >= self._next_lag_check:
-            self._next_lag_check = time.monotonic() + LAG_CHECK_S
-            self._check_lag(lowest.offset)
-
-    def _check_lag(self, offset: Mapping[str, Any]) -> None:
-        """Warn when the source retains more log for us than the configured limit: a slot left
-        behind is the classic way change capture fills a disk."""
-        try:
-            lag = self.changes.lag(offset)
-        except (TransientError, LogGap):
-            return
-        self.totals.lag_bytes = lag.bytes
-        limit = self.pipeline.sync.lag_warn_bytes
-        if lag.bytes is not None and lag.bytes > limit:
-            log.warning(
-                "consumer %r: the source retains %.1f MB of log for it (sync.lag_warn_bytes: %.1f MB); "
-                "a sync that stays behind, or a group nobody syncs (sparkindex sync --drop-slot), keeps it",
-                self.consumer,
-                lag.bytes / 1e6,
-                limit / 1e6,
-            )
-
-    def _pause_held(self) -> bool:
-        """Answer every hold on our aliases with the position we applied; True if any is held."""
-        if self.lock is False:
-            return False  # a catch-up: it is the holder, not a live sync
-        holds = {a: h for a, h in self.offsets.holds(self.aliases).items() if h.holder != self.hold_owner}
-        if not holds:
-            return False  # the common case, polled often: no offsets read
-        saved = self.positions.offsets(self.group)
-        for alias, hold in holds.items():
-            if hold.paused_by != self.holder:
-                mine = saved.get(alias)  # none yet: a first sync, or a gap about to be reconciled
-                self.offsets.pause(alias, hold.holder, mine.position if mine else 0, self.holder)
-        return bool(holds)
-
-    def _wait_for_holds(self) -> dict[str, GroupOffset]:
-        """A reindex about to swap an alias holds it: pause (report where we are), wait until it
-        is released, then continue from the offsets the reindex handed over."""
-        while self._pause_held() and not self.stop_requested.wait(0.1):
-            pass  # held: polling the store until the reindex releases the alias
-        return self.positions.offsets(self.group)
 
     def _summary(self) -> SyncSummary:
         offset = self._acked or self._start_offset()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -20,14 +21,15 @@ import orjson
 import pyarrow as pa
 
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.model import Change
 from sparkindex.changes.session import resolve_consumer_plan, sync_context, watched_tables
 from sparkindex.changes.source import open_change_source
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.jobs.planning import selected_aliases
+from sparkindex.documents.plan import IndexPlan
+from sparkindex.documents.planning import selected_aliases
 from sparkindex.keys import dump_key, load_key
+from sparkindex.sources.change_model import Change
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 
@@ -42,8 +44,12 @@ RESULT_SCHEMA = pa.schema(
 class DeferredTasks:
     """One task per chunk of root keys: rebuild and write them (picklable, plain values)."""
 
-    def __init__(self, wire: str, alias: str, index: str, chunks: list[list[str]], version: int) -> None:
+    def __init__(
+        self, wire: str, alias: str, index: str, chunks: list[list[str]], version: int, plan: IndexPlan
+    ) -> None:
         self.wire = wire
+        self.plans = {alias: plan}  # the driver's: workers never re-read the schema
+        self.key = f"deferred-{uuid.uuid4().hex}"
         self.alias = alias
         self.index = index
         self.chunks = chunks
@@ -51,7 +57,7 @@ class DeferredTasks:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = sync_context(self.wire, orjson.dumps({"job_id": "deferred", "group": "deferred"}).decode())
-        consumer = ctx.consumer(self.alias)
+        consumer = ctx.consumer(self.alias, self.plans, self.key)
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 keys = {tuple(load_key(k) or ()): self.version for k in self.chunks[i]}
@@ -88,7 +94,7 @@ def apply_deferred(
         chunks = [keys[i : i + KEYS_PER_TASK] for i in range(0, len(keys), KEYS_PER_TASK)]
         if chunks:
             session = spark if spark is not None else _session(pipeline)
-            fn = DeferredTasks(pipeline.wire_string(), alias, index, chunks, version)
+            fn = DeferredTasks(pipeline.wire_string(), alias, index, chunks, version, fanout.plan)
             rows = session.range(0, len(chunks), 1, len(chunks)).mapInArrow(fn, RESULT_DDL).collect()
             for row in rows:
                 for k in ("applied", "deleted", "failed"):

@@ -20,19 +20,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from sparkindex.changes.runner import SyncSummary
+from typing import Any, Literal
 
 import orjson
 
-from sparkindex.changes.source import ChangeSource, Gap
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import error_line
 from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
 from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.errors import LogGap, TransientError
+from sparkindex.jobs.sync.summary import SyncSummary
+from sparkindex.sources.change_source import ChangeSource, Gap
 from sparkindex.targets.base import TargetHandle
 
 log = logging.getLogger(__name__)
@@ -125,7 +123,7 @@ def reconcile(
 
 
 class GapHealing:
-    """The part of a sync run (:class:`sparkindex.changes.runner.SyncRun`) that proves its log can
+    """The part of a sync run (:class:`sparkindex.jobs.sync.run.SyncRun`) that proves its log can
     serve the stored offsets, heals or refuses gaps, and stores the head a bounded run caught up
     to. Kept apart from the streaming loop; the run provides these attributes."""
 

@@ -13,7 +13,9 @@ and every row kept and readable through the store's concept modules, then writab
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -352,3 +354,28 @@ def test_a_v9_store_is_migrated_in_place_and_keeps_its_rows(store_url: tuple[str
         assert isinstance(again.dead_letters.resolved()[0].letter, DeadLetter)
     finally:
         again.close()
+
+
+def test_openers_racing_on_a_v9_store_all_succeed(store_url: tuple[str, str]) -> None:
+    """Several processes starting at once on a store of the version before: one migrates, the
+    others wait for it (the version row's lock; SQLite's write lock) or find each step done."""
+    url, prefix = store_url
+    now = time.time()
+    build_v9_store(url, prefix, "old", now)
+    start = threading.Barrier(4)
+
+    def open_store(_: int) -> int:
+        start.wait()
+        store = CoordinationStore(url, prefix)
+        try:
+            return len(store.offsets.every_group())
+        finally:
+            store.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(open_store, range(4))) == [1, 1, 1, 1]
+    engine = make_engine(url)
+    try:
+        assert_current_schema(engine, prefix)
+    finally:
+        engine.dispose()

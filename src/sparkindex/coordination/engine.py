@@ -12,18 +12,22 @@ readers run alongside. Other dialects rely on the row lock every conditional UPD
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
 
 from sparkindex.config.secrets import redact_url
 from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.tables import SCHEMA_VERSION, Tables
-from sparkindex.errors import ConfigError, PermanentError
+from sparkindex.errors import ConfigError, PermanentError, TransientError
+
+#: how long a process waits for another to finish creating or upgrading the store's schema
+SCHEMA_LOCK_WAIT_S = 300
 
 
 def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> Engine:
@@ -139,11 +143,10 @@ def _v10_first_use_tables(conn: sa.Connection, tables: Tables) -> None:
 
 
 def _adopt(conn: sa.Connection, table: sa.Table) -> None:
-    """Create *table*, or add the nullable columns and the indexes it lacks. Each step checks
-    first and tolerates a concurrent upgrader having done it (MySQL/MariaDB commit every DDL
-    statement at once, so the version row's lock does not keep a second upgrader out)."""
+    """Create *table*, or add the nullable columns and the indexes it lacks (each checked first:
+    the step may run again after an upgrade cut short on MySQL/MariaDB, whose DDL commits at once)."""
     if not sa.inspect(conn).has_table(table.name):
-        _ddl(conn, lambda: table.create(conn), lambda: sa.inspect(conn).has_table(table.name))
+        table.create(conn)
         return
     present = {c["name"] for c in sa.inspect(conn).get_columns(table.name)}
     for column in table.columns:
@@ -178,32 +181,14 @@ def _deferred_run_from_ran_at(conn: sa.Connection, table: sa.Table) -> None:
 
 
 def _add_index(conn: sa.Connection, table: sa.Table, index: sa.Index) -> None:
-    def present() -> bool:
-        return index.name in {ix["name"] for ix in sa.inspect(conn).get_indexes(table.name)}
-
-    if not present():
-        _ddl(conn, lambda: index.create(conn), present)
+    if index.name not in {ix["name"] for ix in sa.inspect(conn).get_indexes(table.name)}:
+        index.create(conn)
 
 
 def _add_column(conn: sa.Connection, table: sa.Table, column: sa.Column[Any]) -> None:
     quoted = conn.dialect.identifier_preparer.quote
     kind = column.type.compile(dialect=conn.dialect)
-    statement = sa.text(f"ALTER TABLE {quoted(table.name)} ADD COLUMN {quoted(column.name)} {kind}")
-    _ddl(
-        conn,
-        lambda: conn.execute(statement),
-        lambda: column.name in {c["name"] for c in sa.inspect(conn).get_columns(table.name)},
-    )
-
-
-def _ddl(conn: sa.Connection, run: Callable[[], object], done: Callable[[], bool]) -> None:
-    """Run one DDL step; a failure is fine when another upgrader did the same step meanwhile
-    (only MySQL/MariaDB get here: elsewhere the version row's lock keeps upgraders apart)."""
-    try:
-        run()
-    except DBAPIError:
-        if not done():
-            raise
+    conn.execute(sa.text(f"ALTER TABLE {quoted(table.name)} ADD COLUMN {quoted(column.name)} {kind}"))
 
 
 #: Upgrades from version N-1 to N. The tool creates and versions its own schema, so upgrading
@@ -230,13 +215,15 @@ def ensure_schema(engine: Engine, tables: Tables) -> None:
         Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
     if _stored_version(engine, tables) == SCHEMA_VERSION:
         return
+    with _schema_lock(engine, tables):
+        _create_or_migrate(engine, tables)
+
+
+def _create_or_migrate(engine: Engine, tables: Tables) -> None:
     if not sa.inspect(engine).has_table(tables.schema.name):
         tables.metadata.create_all(engine, checkfirst=True)
     with engine.begin() as conn:
-        # locked: a second process upgrading the same store waits here, then finds it done
-        # (SQLite: BEGIN IMMEDIATE does the same)
-        stmt = sa.select(tables.schema.c.version).where(tables.schema.c.id == 1).with_for_update()
-        row = conn.execute(stmt).first()
+        row = conn.execute(sa.select(tables.schema.c.version).where(tables.schema.c.id == 1)).first()
         if row is None:
             # a store just created (or whose creation was cut short), maybe beside tables that
             # an older version created on first use: those are brought to the current shape
@@ -256,6 +243,40 @@ def ensure_schema(engine: Engine, tables: Tables) -> None:
                     .where(tables.schema.c.id == 1)
                     .values(version=version, upgraded_at=time.time())
                 )
+
+
+@contextlib.contextmanager
+def _schema_lock(engine: Engine, tables: Tables) -> Iterator[None]:
+    """Held while a store is created or migrated, so that processes starting together on a new
+    or older store take turns: the first does the work, the others find it done. A lock of the
+    database session, not of a transaction (MySQL/MariaDB commit at every DDL statement):
+    ``GET_LOCK`` there, an advisory lock on PostgreSQL. SQLite needs none: the migration's
+    transaction holds its write lock (``BEGIN IMMEDIATE``) throughout."""
+    name = str(tables.schema.name)
+    dialect = engine.dialect.name
+    if dialect not in ("postgresql", "mysql", "mariadb"):
+        yield
+        return
+    with engine.connect() as conn:
+        if dialect == "postgresql":
+            key = zlib.crc32(f"sparkindex:{name}".encode())
+            conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": key})
+            release = sa.text("SELECT pg_advisory_unlock(:k)").bindparams(k=key)
+        else:
+            lock = f"sparkindex:{name}"[:64]
+            got = conn.execute(sa.text("SELECT GET_LOCK(:n, :t)"), {"n": lock, "t": SCHEMA_LOCK_WAIT_S}).scalar()
+            if got != 1:
+                raise TransientError(
+                    f"coordination store: another process has been creating or upgrading {name} for over "
+                    f"{SCHEMA_LOCK_WAIT_S} s"
+                )
+            release = sa.text("SELECT RELEASE_LOCK(:n)").bindparams(n=lock)
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.execute(release)
+            conn.commit()
 
 
 def _stored_version(engine: Engine, tables: Tables) -> int | None:

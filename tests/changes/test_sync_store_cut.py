@@ -9,6 +9,7 @@ query ends, and the next starts from the acknowledged position.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
+from sparkindex.errors import SparkIndexError
 from sparkindex.jobs.sync.run import SyncRun
 from sparkindex.sources.change_model import STREAM_DDL, Change, end_row
 from tests.changes.helpers import Shop, drop_pg_shop, make_pg_shop
@@ -71,3 +73,31 @@ def test_a_batch_meeting_the_store_out_of_reach_is_abandoned_not_raised(
     assert summary.applied >= 5
     report = shop.verify()
     assert report.clean, report
+
+
+def test_a_sync_ending_with_its_store_out_of_reach_says_so_in_one_error(
+    shop_and_proxy: tuple[Shop, TcpProxy], spark: Any
+) -> None:
+    """Found by the chaos campaign (seed 1, trial 4 on ed93f79: PostgreSQL, the store, restarted
+    under a live sync): the store's driver error escaped the run (first from the gap check after
+    a failed query, then again from releasing the lock), and the CLI printed its traceback."""
+    shop, proxy = shop_and_proxy
+    run = SyncRun(shop.pipeline, spark_factory=lambda: spark)  # a live sync, stopped by the test
+    outcome: dict[str, BaseException | object] = {}
+
+    def go() -> None:
+        try:
+            outcome["summary"] = run.run()
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=go, name="sync-under-test", daemon=True)
+    thread.start()
+    assert run.streaming.wait(300), "the sync never started streaming"
+    proxy.stop()  # the store goes away under the running sync
+    run.stop_requested.set()  # and the sync is asked to stop (SIGTERM does this)
+    thread.join(300)
+    assert not thread.is_alive(), "the sync did not end"
+    error = outcome.get("error")
+    assert error is None or isinstance(error, SparkIndexError), f"{type(error).__name__}: {error}"
+    assert not isinstance(error, sa.exc.DBAPIError)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import orjson
+from sqlalchemy.exc import DBAPIError
 
 from sparkindex.changes.consumer_offsets import carry_over, open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
@@ -162,6 +163,15 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink):
 
     # -- the run -----------------------------------------------------------------------------------
     def run(self) -> SyncSummary:
+        """The whole sync; a database that stops answering for good ends it as a transient
+        failure (exit 3: a rerun resumes from the acknowledged offsets), said in one line."""
+        try:
+            return self._run()
+        except DBAPIError as exc:
+            stopped = "a database did not answer, so the sync stopped (rerun to resume)"
+            raise TransientError(f"{stopped}: {brief(exc)}") from exc
+
+    def _run(self) -> SyncSummary:
         self.prepare()
         tokens: dict[str, int] = {}
         keeper = None
@@ -192,7 +202,10 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink):
             if keeper is not None:
                 keeper.stop()
             for key, token in tokens.items():
-                self.store.locks.release(key, token)
+                try:
+                    self.store.locks.release(key, token)
+                except DBAPIError as exc:  # the lock expires after its TTL; what ended the run stands
+                    log.warning("could not release the sync's lock %s (it expires): %s", key, brief(exc))
             shutil.rmtree(checkpoint, ignore_errors=True)
             self.changes.close()
         if self.error is not None:
@@ -264,7 +277,7 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink):
                     if self._heal_gaps():  # the failure was the log's (a slot gone, binlogs purged)
                         initial = self._start_offset()
                         continue
-                except TransientError as exc:  # the source is down: one more failure to back off on
+                except (TransientError, DBAPIError) as exc:  # the source or the store is down: back off
                     failure = f"{failure}; checking the log: {brief(exc)}"
                 pause = restarts.failed(progressed=self.totals.batches > batches)
                 if pause is None:

@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
-from sparkindex.errors import SparkIndexError
+from sparkindex.errors import SparkIndexError, TransientError
 from sparkindex.jobs.sync.run import SyncRun
 from sparkindex.sources.change_model import STREAM_DDL, Change, end_row
 from tests.changes.helpers import Shop, drop_pg_shop, make_pg_shop
@@ -101,3 +101,36 @@ def test_a_sync_ending_with_its_store_out_of_reach_says_so_in_one_error(
     error = outcome.get("error")
     assert error is None or isinstance(error, SparkIndexError), f"{type(error).__name__}: {error}"
     assert not isinstance(error, sa.exc.DBAPIError)
+
+
+def test_a_live_sync_that_loses_its_store_for_good_fails_it_does_not_end_as_stopped(
+    shop_and_proxy: tuple[Shop, TcpProxy], spark: Any
+) -> None:
+    """Nobody asks this sync to stop: its store goes away and stays away beyond the lock's TTL.
+    Ending as a stopped sync does (exit 0) would leave it silently behind; it must fail (exit 3)."""
+    shop, proxy = shop_and_proxy
+    run = SyncRun(shop.pipeline, spark_factory=lambda: spark)
+    outcome: dict[str, BaseException | object] = {}
+
+    def go() -> None:
+        try:
+            outcome["summary"] = run.run()
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=go, name="sync-under-test", daemon=True)
+    thread.start()
+    assert run.streaming.wait(300), "the sync never started streaming"
+    shop.sql("UPDATE products SET name = name || ' (acknowledged)' WHERE id <= 3")
+    acknowledged = threading.Event()
+    for _ in range(600):  # a batch acknowledged in this run: the restarts need not read the store
+        if run.totals.batches >= 1 or acknowledged.wait(0.5):
+            break
+    assert run.totals.batches >= 1, "the change was never applied"
+    proxy.stop()  # and it stays stopped
+    thread.join(600)
+    assert not thread.is_alive(), "the sync did not end"
+    assert "summary" not in outcome, "a sync that lost its store for good ended as if stopped on purpose"
+    error = outcome["error"]
+    assert isinstance(error, TransientError), f"{type(error).__name__}: {error}"
+    assert error.exit_code == 3

@@ -37,6 +37,9 @@ class LockKeeper:
         self.every_s = every_s
         self.on_lost = on_lost
         self.lost: str | None = None
+        #: lost because refreshes failed for as long as the TTL (the store out of reach), not
+        #: because the store said another holder took it (how ``sparkindex stop`` asks a sync)
+        self.expired = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sparkindex-lock-keeper", daemon=True)
 
@@ -63,6 +66,7 @@ class LockKeeper:
                     down_s = time.monotonic() - renewed[key]
                     log.warning("lock refresh for %s failed (%.1f s since the last one): %s", key, down_s, exc)
                     if down_s >= self.ttl_s:
+                        self.expired = True
                         self._declare_lost(
                             f"lock {key!r}: refreshes failed for {down_s:.0f} s, beyond its TTL of "
                             f"{self.ttl_s:.0f} s; another driver may hold it now"

@@ -44,6 +44,7 @@ from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.documents.planning import selected_aliases
 from sparkindex.errors import ConfigError, LogGap, PermanentError, SparkIndexError, TransientError
 from sparkindex.jobs.keeper import LockKeeper
+from sparkindex.jobs.sync.events import EventWatching
 from sparkindex.jobs.sync.gaps import GapHealing
 from sparkindex.jobs.sync.hand_over import HoldAnswering
 from sparkindex.jobs.sync.sink import BatchSink
@@ -60,7 +61,7 @@ log = logging.getLogger(__name__)
 EVENTS_CHECK_S = 1.0
 
 
-class SyncRun(GapHealing, HoldAnswering, BatchSink):
+class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
     """One ``sync`` invocation (or a reindex's catch-up, with *indexes* naming the new versions)."""
 
     def __init__(
@@ -113,6 +114,7 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink):
         self._events_seen: dict[str, int] = {}
         self._last_progress = time.monotonic()
         self._announced = 0.0
+        self._keeper: LockKeeper | None = None
 
     # -- setup -------------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -179,6 +181,7 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink):
             key = sync_lock_key(self.group, source_key(self.pipeline))
             tokens[key] = self.store.locks.acquire(key, self.holder, LOCK_TTL_S, holder_is_dead=holder_is_dead)
             keeper = LockKeeper(self.store, tokens, LOCK_TTL_S, LOCK_REFRESH_S, on_lost=self._on_lock_lost)
+            self._keeper = keeper
             keeper.start()
         checkpoint = tempfile.mkdtemp(prefix="sparkindex-sync-")
         try:
@@ -234,6 +237,10 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink):
             log.debug("announcing the aliases served: %s", exc)
 
     def _on_lock_lost(self, reason: str) -> None:
+        if self._keeper is not None and self._keeper.expired:
+            # not a request to stop: the store was out of reach for longer than the lock lives, so
+            # the sync cannot go on, and must not end as if it had been stopped on purpose (exit 0)
+            self.error = TransientError(f"{reason}; the sync stopped (rerun to resume from the acknowledged offsets)")
         log.warning("%s; sync stops after its current batch", reason)
         self.stop_requested.set()
 
@@ -291,7 +298,10 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink):
                     failure,
                     restarts.failures,
                 )
-                initial = dict(self._acked or self._start_offset())
+                try:
+                    initial = dict(self._acked or self._start_offset())
+                except (TransientError, DBAPIError) as exc:  # the store is down: start where the last query did
+                    log.warning("reading the acknowledged position (the next attempt reads it again): %s", brief(exc))
                 self.stop_requested.wait(pause)
         finally:
             self.stop_requested.set()
@@ -368,33 +378,6 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink):
             return self._sink_failure
         exc = query.exception() if self.error is None else None
         return None if exc is None else brief(exc)[:1000]
-
-    def _show_events(self) -> None:
-        """Errors counted by the log reader and the apply tasks (processes Spark owns, whose logs
-        never reach this terminal) are shown here at WARN; a bounded run whose source keeps
-        failing without progress gives up within its window instead of waiting for ever."""
-        try:
-            events = {e.kind: e for e in self.events.events(self.group)}
-        except Exception as exc:  # noqa: BLE001 - the store is down: the next look may succeed
-            log.debug("reading sync events: %s", exc)
-            return
-        fresh = False
-        for kind in ("source", "apply"):
-            event = events.get(kind)
-            if event is None:
-                continue
-            seen = self._events_seen.setdefault(kind, event.count)
-            if event.count > seen:
-                fresh = True
-                self._events_seen[kind] = event.count
-                log.warning("change capture (%s, %d so far): %s", kind, event.count, event.message)
-        bounded = self.until_caught_up or self.until is not None
-        if fresh and bounded and time.monotonic() - self._last_progress > BOUNDED_WINDOW_S:
-            self.error = TransientError(
-                f"consumer group {self.group!r}: no progress for {BOUNDED_WINDOW_S:.0f} s while the source kept "
-                f"failing; last: {events[next(k for k in ('source', 'apply') if k in events)].message}"
-            )
-            self.stop_requested.set()
 
     def _maybe_apply_deferred(self) -> None:
         """``sync.deferred_at``: the daily refresh of deferred relations, beside the stream (of a

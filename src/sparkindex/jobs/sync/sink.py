@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from sparkindex.changes.restarts import BOUNDED_WINDOW_S, WINDOW_S
 from sparkindex.changes.sync_errors import brief
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
@@ -38,6 +39,8 @@ class BatchSink:
     group: str
     consumer: str
     aliases: list[str]
+    until_caught_up: bool
+    until: Any
     plans: dict[str, IndexPlan]
     run_id: str
     changes: ChangeSource
@@ -81,6 +84,10 @@ class BatchSink:
         from sparkindex.spark.task_errors import raise_returned
 
         backoff = Backoff(self.pipeline.job.backoff_initial_s, self.pipeline.job.backoff_max_s)
+        started = time.monotonic()
+        # as long as a query may fail without progress before it is started again: a batch that
+        # keeps failing (the store gone, say) ends the query, and the restarts give up in the end
+        window_s = BOUNDED_WINDOW_S if (self.until_caught_up or self.until is not None) else WINDOW_S
         while True:
             saved = self._wait_for_holds()
             plan = {a: (self._index(a), saved[a].position) for a in self.aliases}
@@ -99,6 +106,9 @@ class BatchSink:
                 if isinstance(exc, SparkIndexError) and not isinstance(exc, TransientError):
                     self.error = exc  # it would fail the same way again: the run stops with it
                     self.stop_requested.set()
+                    return
+                if time.monotonic() - started >= window_s:
+                    self._sink_failure = f"batch {batch_id} abandoned after failing for {window_s:.0f} s: {brief(exc)}"
                     return
                 delay = backoff.next_delay()
                 self._count("apply", brief(exc))

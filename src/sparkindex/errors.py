@@ -97,19 +97,27 @@ class LogGap(PermanentError):
 
 
 def to_wire(exc: SparkIndexError) -> dict[str, object]:
-    """The error as plain values: its class, its message and its own fields."""
+    """The error as plain values: its class and the classes above it (a class defined outside
+    this module may not be imported where the error is read), its message and its own fields."""
     fields = {k: v for k, v in vars(exc).items() if isinstance(v, str | int | float | bool) or v is None}
-    return {"class": type(exc).__name__, "message": str(exc), "fields": fields}
+    above = [c.__name__ for c in type(exc).__mro__[1:] if issubclass(c, SparkIndexError)]
+    return {"class": type(exc).__name__, "above": above, "message": str(exc), "fields": fields}
 
 
 def from_wire(data: dict[str, object]) -> SparkIndexError:
-    """The error :func:`to_wire` described, as an instance of its own class. A class this process
-    does not know (a newer worker) comes back as a :class:`PermanentError` naming it: an error
-    nobody can classify is not retried for ever."""
+    """The error :func:`to_wire` described, as an instance of its own class, or of the nearest
+    class above it this process knows (so a transient error stays transient). One that knows none
+    of them comes back as a :class:`PermanentError` naming it: an error nobody can classify is not
+    retried for ever."""
     name, message = str(data.get("class")), str(data.get("message", ""))
-    cls = _error_classes().get(name)
+    known = _error_classes()
+    above = data.get("above")
+    names = [name, *(above if isinstance(above, list) else [])]
+    cls = next((known[n] for n in names if n in known), None)
     if cls is None:
         return PermanentError(f"{name}: {message}")
+    if cls.__name__ != name:  # the nearest class this process knows: same handling, named in the text
+        message = f"{name}: {message}"
     exc = cls.__new__(cls)
     Exception.__init__(exc, message)
     fields = data.get("fields")

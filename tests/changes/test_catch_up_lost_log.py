@@ -63,7 +63,14 @@ def test_a_rebuild_whose_catch_up_lost_its_log_starts_afresh(shop: Shop, cli: Pa
     pipeline = shop.pipeline
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     source = open_source(pipeline.source_url())
-    catch_up = CatchUp(pipeline, source, CoordinationStore(pipeline.coordination_url()), [ALIAS], lambda: spark)
+    catch_up = CatchUp(
+        pipeline,
+        source,
+        CoordinationStore(pipeline.coordination_url()),
+        [ALIAS],
+        lambda: spark,
+        job_plans(pipeline, source),
+    )
     store, job_id, index, fence = plan_job(pipeline, target, catch_up)
     assert catch_up.active(job_id), "a sync section: the job records where its catch-up starts"
     if left == "failed":
@@ -102,7 +109,14 @@ def test_a_rebuild_recovery_fails_forgets_its_catch_up(shop: Shop, cli: Path, sp
     pipeline = shop.pipeline
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     source = open_source(pipeline.source_url())
-    catch_up = CatchUp(pipeline, source, CoordinationStore(pipeline.coordination_url()), [ALIAS], lambda: spark)
+    catch_up = CatchUp(
+        pipeline,
+        source,
+        CoordinationStore(pipeline.coordination_url()),
+        [ALIAS],
+        lambda: spark,
+        job_plans(pipeline, source),
+    )
     store, job_id, _index, fence = plan_job(pipeline, target, catch_up)
     assert catch_up.active(job_id)
     store.locks.release(ALIAS, fence[ALIAS])  # its driver died here, long ago
@@ -116,3 +130,8 @@ def test_a_rebuild_recovery_fails_forgets_its_catch_up(shop: Shop, cli: Path, sp
     old = store.job(job_id)
     assert old.status == JobStatus.FAILED and "beyond the recovery age" in (old.error_message or ""), old
     assert not catch_up.active(job_id), "the failed job's catch-up position is still kept"
+
+
+def job_plans(pipeline: Any, source: Any) -> dict[str, Any]:
+    """The plans the reindex resolves and hands its catch-up."""
+    return {ALIAS: resolve_plans(pipeline, source, [ALIAS])[ALIAS][0]}

@@ -40,6 +40,18 @@ def test_an_error_comes_back_as_its_class_with_its_fields() -> None:
     assert from_wire(to_wire(UsageError("no alias"))).exit_code == 2
 
 
+def test_a_class_unknown_where_it_is_read_keeps_the_nearest_known_class_above_it() -> None:
+    class StillTransient(TransientError):  # as worker/bulk.py's ItemsStillTransient, not imported here
+        pass
+
+    wire = to_wire(StillTransient("429 after every retry"))
+    assert wire["above"] == ["TransientError", "SparkIndexError"]
+    wire["class"] = "ItemsStillTransientFromAWorker"  # a name this process has never imported
+    back = from_wire(wire)
+    assert type(back) is TransientError, "a transient error must not become permanent on the way back"
+    assert str(back) == "ItemsStillTransientFromAWorker: 429 after every retry"
+
+
 def test_an_unknown_class_is_permanent_and_named() -> None:
     back = from_wire({"class": "FromANewerWorker", "message": "boom", "fields": {}})
     assert type(back) is PermanentError
@@ -60,7 +72,7 @@ def test_sql_the_server_refuses_is_permanent_and_a_lost_connection_is_not(servic
     with pytest.raises(sa.exc.OperationalError) as lost:
         unreachable.connect()
     assert classify(lost.value) is None  # unclassified: the driver retries it
-    assert classify(TransientError("429")) is not None
+    assert classify(TransientError("429")) is None  # escapes: Spark retries the task
 
 
 def test_a_task_error_reaches_the_driver_as_its_class(tmp_path: Path, spark: Any) -> None:

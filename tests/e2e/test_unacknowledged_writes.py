@@ -215,7 +215,8 @@ def test_with_a_catch_up_the_undone_write_and_the_replayed_delete_agree(
         pipeline = one_partition_of_small_batches(shop.directory / "pipeline.yaml")
         target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
         source = open_source(pipeline.source_url())
-        catch_up = CatchUp(pipeline, source, CoordinationStore(pipeline.coordination_url()), [ALIAS], lambda: spark)
+        store_ = CoordinationStore(pipeline.coordination_url())
+        catch_up = CatchUp(pipeline, source, store_, [ALIAS], lambda: spark, job_plans(pipeline, source))
         store, job_id, index, fence = plan_job(pipeline, target, catch_up)
         assert catch_up.active(job_id), "a sync section: the job catches up"
         assert len(store.partitions(job_id)) == 1
@@ -234,3 +235,8 @@ def test_with_a_catch_up_the_undone_write_and_the_replayed_delete_agree(
         assert report.clean and report.index_docs == 249, report.samples
     finally:
         drop_pg_shop(shop, services["postgres"])
+
+
+def job_plans(pipeline: Any, source: Any) -> dict[str, Any]:
+    """The plans the reindex resolves and hands its catch-up."""
+    return {ALIAS: resolve_plans(pipeline, source, [ALIAS])[ALIAS][0]}

@@ -3,11 +3,12 @@
 Spark reuses Python workers across tasks and keeps one process for a stream source's planning,
 so connections and builders are cached here per pipeline (the wire string) instead of being
 rebuilt for every micro-batch. Plans are resolved once, by the driver
-(:func:`resolve_consumer_plan`), and shipped in the tasks: a worker never reads the schema.
+(:func:`resolve_consumer_plan`), and shipped in the tasks: a worker builds documents from them.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -22,7 +23,7 @@ from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import make_builder
-from sparkindex.documents.plan import IndexPlan, shipped_plan
+from sparkindex.documents.plan import KEPT_PLAN_SETS, IndexPlan, shipped_plan
 from sparkindex.documents.planning import resolve_plan
 from sparkindex.sources.base import Source
 from sparkindex.sources.change_model import Change
@@ -69,16 +70,23 @@ class SyncContext:
     run: dict[str, Any]
     source: Source
     applier: Applier
-    consumers: dict[tuple[str, str], Consumer] = field(default_factory=dict)
+    consumers: OrderedDict[str, dict[str, Consumer]] = field(default_factory=OrderedDict)
 
     def consumer(self, alias: str, plans: Mapping[str, IndexPlan], key: str) -> Consumer:
         """The consumer of *alias*, built from the plan the driver resolved and shipped
-        (*plans*, named by *key*): workers never re-read the schema."""
-        found = self.consumers.get((key, alias))
+        (*plans*, named by *key*: a sync run or a deferred refresh); the consumers of the last
+        few keys are kept (a long-lived worker serves one run at a time)."""
+        mine = self.consumers.get(key)
+        if mine is None:
+            mine = self.consumers[key] = {}
+            while len(self.consumers) > KEPT_PLAN_SETS:
+                self.consumers.popitem(last=False)
+        else:
+            self.consumers.move_to_end(key)
+        found = mine.get(alias)
         if found is None:
             plan = shipped_plan(plans, alias)
-            found = Consumer(alias, FanOut(plan, self.source), make_builder(self.source, plan))
-            self.consumers[(key, alias)] = found
+            found = mine[alias] = Consumer(alias, FanOut(plan, self.source), make_builder(self.source, plan))
         return found
 
     def apply(

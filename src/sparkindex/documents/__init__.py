@@ -2,8 +2,8 @@
 
 What a document holds is decided here, once, so a reindex, a sync, verify, repair and ``explain`` build the same
 bytes and the same hash. Plans are resolved by the driver (a config error names its key path before any work is
-planned) and shipped to the tasks, so workers never read the schema. This package reads ``sources`` and speaks the
-targets' value types (the bulk item); ``sources`` never imports it.
+planned) and shipped to the tasks, so workers build from the plan the job was fingerprinted with. This package
+reads ``sources`` and speaks the targets' value types (the bulk item); ``sources`` never imports it.
 
 * ``plan``: an index's configuration resolved against the live schema: unknown tables and columns, ``id`` unique
   and NOT NULL, version columns, join checks.

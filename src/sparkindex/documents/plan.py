@@ -285,6 +285,11 @@ def resolve_index(source: Source, cfg: IndexConfig, where: str) -> IndexPlan:
     return plan
 
 
+#: how many sets of shipped plans a worker process keeps builders for (jobs, sync runs, verify
+#: runs): it serves one at a time, so the oldest beyond these are dropped
+KEPT_PLAN_SETS = 4
+
+
 def shipped_plan(plans: Mapping[str, IndexPlan], alias: str) -> IndexPlan:
     """The plan the driver shipped for *alias* to a Spark task (plans are resolved once, by the
     driver, and never again from the schema a worker finds)."""

@@ -45,11 +45,12 @@ from typing import Any
 
 from sparkindex.changes.consumer_offsets import open_consumer_offsets
 from sparkindex.changes.fanout import FanOut
-from sparkindex.changes.session import resolve_consumer_plan, watched_tables
+from sparkindex.changes.session import watched_tables
 from sparkindex.changes.source import LOG_SOURCES, open_change_source, source_kind
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import GroupOffset, OffsetStore
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import ConfigError, PermanentError, TransientError
 from sparkindex.jobs.hold_keeper import HoldKeeper
 from sparkindex.jobs.sync import run as runner
@@ -102,8 +103,10 @@ class CatchUp:
         store: CoordinationStore,
         aliases: Sequence[str],
         spark: Callable[[], Any],
+        plans: Mapping[str, IndexPlan],
     ) -> None:
         self.pipeline = pipeline
+        self.plans = dict(plans)  # the job's: rounds build the new version from the plans it started with
         self.source = source
         self.store = store
         self.aliases = list(aliases)
@@ -118,7 +121,7 @@ class CatchUp:
         self.keeper: HoldKeeper | None = None
 
     def _source(self, consumer: str | None = None) -> ChangeSource:
-        fanouts = [FanOut(resolve_consumer_plan(self.pipeline, self.source, a), self.source) for a in self.aliases]
+        fanouts = [FanOut(self.plans[a], self.source) for a in self.aliases]
         return open_change_source(self.pipeline, self.source, watched_tables(fanouts), consumer or self.consumer)
 
     def holder(self, job_id: str) -> str:
@@ -282,6 +285,7 @@ class CatchUp:
             indexes=targets,
             lock=False,
             holder=self.holder(job_id),
+            plans=self.plans,
         )
         return run.run()
 

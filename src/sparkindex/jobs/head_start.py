@@ -80,7 +80,8 @@ class HeadStart:
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         owner = f"{socket.gethostname()}:{os.getpid()}:{self.run_id}:driver"
         try:
-            worker = WorkerContext(p, store).partition_worker(self.job_id, self.run_id, self.plans, self.fingerprint)
+            key = f"{self.job_id}:{self.fingerprint}"
+            worker = WorkerContext(p, store).partition_worker(self.job_id, self.run_id, self.plans, key)
             while not self._done(store, owner):
                 pending = store.partitions(self.job_id, [PartitionStatus.PENDING])
                 if not pending:

@@ -162,7 +162,7 @@ class ReindexJob:
 
         if not may_catch_up(self.pipeline, source):
             return None  # nothing recorded for a source that cannot capture changes
-        return CatchUp(self.pipeline, source, store, self.aliases, self._spark)
+        return CatchUp(self.pipeline, source, store, self.aliases, self._spark, self._plans)
 
     def _lock_all(self, store: CoordinationStore) -> dict[str, int]:
         tokens: dict[str, int] = {}

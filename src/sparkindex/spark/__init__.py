@@ -3,8 +3,8 @@
 Spark executes; it decides no policy. Documents never cross into the JVM: a task runs in one Python worker process
 and returns small summary rows. The pipeline travels inside the pickled task function, never in Spark options, so
 secrets stay out of the UI and the event logs. Plans are resolved once by the driver and shipped in the tasks, so a
-worker never reads the schema. The sync's apply tasks return the errors they can classify as data, so the driver
-gets their class back, not a traceback's text.
+worker builds every document from the plan the job was fingerprinted with. Apply and verify tasks return the
+errors they can classify as data, so the driver gets their class back, not a traceback's text.
 
 * ``session``: the SparkSession factory (the project's interpreter for workers, JVM output to a log file) and the
   data sources' registration.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -22,7 +23,8 @@ import orjson
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, make_builder
-from sparkindex.documents.plan import IndexPlan, shipped_plan
+from sparkindex.documents.plan import KEPT_PLAN_SETS, IndexPlan, shipped_plan
+from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.sources.base import Source
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
@@ -31,12 +33,21 @@ from sparkindex.worker.partition import PartitionWorker, WorkerSettings
 
 
 @dataclass
+class ShippedPlans:
+    """The builders and source lookups of one set of shipped plans, in one worker process."""
+
+    plans: Mapping[str, IndexPlan]
+    builders: dict[str, DocumentBuilder] = field(default_factory=dict)
+    lookups: dict[str, SourceLookup] = field(default_factory=dict)
+
+
+@dataclass
 class WorkerContext:
     pipeline: Pipeline
     store: CoordinationStore
     _source: Source | None = None
     _target: Target | None = None
-    _builders: dict[tuple[str, str], DocumentBuilder] = field(default_factory=dict)
+    _shipped: OrderedDict[str, ShippedPlans] = field(default_factory=OrderedDict)
 
     @property
     def source(self) -> Source:
@@ -50,14 +61,25 @@ class WorkerContext:
             self._target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
         return self._target
 
+    def shipped(self, plans: Mapping[str, IndexPlan], key: str) -> ShippedPlans:
+        """The cache of the plans the driver shipped under *key* (a job, or a run: unique to it)."""
+        found = self._shipped.get(key)
+        if found is None:
+            found = self._shipped[key] = ShippedPlans(plans)
+            while len(self._shipped) > KEPT_PLAN_SETS:
+                self._shipped.popitem(last=False)
+        else:
+            self._shipped.move_to_end(key)
+        return found
+
     def builders(self, plans: Mapping[str, IndexPlan], key: str) -> Callable[[str], DocumentBuilder]:
         """The builder of each alias, from the plans the driver shipped (*key* names them)."""
+        cache = self.shipped(plans, key)
 
         def builder(alias: str) -> DocumentBuilder:
-            cached = self._builders.get((key, alias))
+            cached = cache.builders.get(alias)
             if cached is None:
-                plan = shipped_plan(plans, alias)
-                cached = self._builders[(key, alias)] = make_builder(self.source, plan)
+                cached = cache.builders[alias] = make_builder(self.source, shipped_plan(cache.plans, alias))
             return cached
 
         return builder
@@ -73,11 +95,11 @@ class WorkerContext:
 
 @dataclass
 class PlannedResources:
-    """A worker's resources with the builders of the plans one task was shipped (what a verify
-    range task reads: :class:`sparkindex.verify.ranges.Resources`)."""
+    """A worker's resources with the builders and lookups of the plans one task was shipped
+    (what a verify range task reads: :class:`sparkindex.verify.ranges.Resources`)."""
 
     context: WorkerContext
-    builder: Callable[[str], DocumentBuilder]
+    plans: ShippedPlans
 
     @property
     def source(self) -> Source:
@@ -90,6 +112,19 @@ class PlannedResources:
     @property
     def store(self) -> CoordinationStore:
         return self.context.store
+
+    def builder(self, alias: str) -> DocumentBuilder:
+        cached = self.plans.builders.get(alias)
+        if cached is None:
+            plan = shipped_plan(self.plans.plans, alias)
+            cached = self.plans.builders[alias] = make_builder(self.source, plan)
+        return cached
+
+    def lookup(self, alias: str) -> SourceLookup:
+        cached = self.plans.lookups.get(alias)
+        if cached is None:
+            cached = self.plans.lookups[alias] = SourceLookup(self.source, self.builder(alias).plan)
+        return cached
 
 
 def worker_settings(pipeline: Pipeline) -> WorkerSettings:

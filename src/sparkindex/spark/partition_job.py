@@ -65,14 +65,15 @@ class PartitionTasks:
         self.job_id = job_id
         self.run_id = run_id
         self.retries = retries  # the pass's partitions and their retry counts when it began
-        self.plans = dict(plans)  # resolved once by the driver: the workers never re-read the schema
+        self.plans = dict(plans)  # resolved once by the driver: workers build from these, not the schema
         self.fingerprint = fingerprint
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _ in batches:  # the slot's row: its only use is to start this task
             pass
         ctx = worker_context(self.wire)
-        worker = ctx.partition_worker(self.job_id, self.run_id, self.plans, self.fingerprint)
+        # keyed by job and plan: two jobs of one fingerprint (a rerun after a type change) never share
+        worker = ctx.partition_worker(self.job_id, self.run_id, self.plans, f"{self.job_id}:{self.fingerprint}")
         owner = task_identity(self.run_id)
         for pid in claim_queue(ctx.store, self.job_id, self.run_id, self.retries):
             outcome = worker.run(pid, owner, take_over_run=False)

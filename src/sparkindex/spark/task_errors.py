@@ -4,7 +4,8 @@ An exception a Python worker lets escape reaches the driver as the text of a JVM
 the worker's traceback inside; deciding from that text whether to retry means matching class
 names in a string. A task instead catches what it can classify and sends it in its result rows
 (:func:`sparkindex.errors.to_wire`); the driver raises the same class again
-(:func:`raise_returned`). What a task cannot classify still escapes and is retried as transient.
+(:func:`raise_returned`). A transient error, and what a task cannot classify, still escape:
+Spark retries the task, and then the caller decides (the sync retries its batch).
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ import orjson
 from sqlalchemy.exc import ProgrammingError
 
 from sparkindex.config.secrets import error_line
-from sparkindex.errors import PermanentError, SparkIndexError, from_wire, to_wire
+from sparkindex.errors import PermanentError, SparkIndexError, TransientError, from_wire, to_wire
 
 
 def classify(exc: BaseException) -> SparkIndexError | None:
-    """The error a task reports for *exc*, or None to let it escape. SQL the server refuses as
+    """The error a task reports for *exc*, or None to let it escape. A transient error escapes:
+    Spark retries the task, and the driver retries what still fails. SQL a server refuses as
     written (a column or table gone, a privilege revoked) fails the same way on every retry."""
+    if isinstance(exc, TransientError):
+        return None
     if isinstance(exc, SparkIndexError):
         return exc
     if isinstance(exc, ProgrammingError):
-        return PermanentError(f"the source refused a query: {error_line(exc)}")
+        return PermanentError(f"a query was refused: {error_line(exc)}")
     return None
 
 

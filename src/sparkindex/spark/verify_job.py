@@ -47,7 +47,7 @@ class VerifyTasks:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = worker_context(self.wire)
-        res = PlannedResources(ctx, ctx.builders(self.plans, self.key))
+        res = PlannedResources(ctx, ctx.shipped(self.plans, self.key))
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 try:

@@ -57,6 +57,10 @@ class Resources(Protocol):
 
     def builder(self, alias: str) -> DocumentBuilder: ...
 
+    def lookup(self, alias: str) -> SourceLookup:
+        """Which ids the source would still build, for *alias* (cached with its builder)."""
+        ...
+
 
 @dataclass(frozen=True)
 class RangeTask:
@@ -186,7 +190,7 @@ def check_index_range(res: Resources, task: RangeTask, options: TaskOptions) -> 
     summary = RangeSummary(task.alias, "index")
     if task.index is None:
         return summary
-    lookup = source_lookup(res, task.alias)
+    lookup = res.lookup(task.alias)
     fixer = RangeRepair(res, task, options) if options.repair else None
     pending: dict[str, int] = {}  # id -> copies seen
 
@@ -210,17 +214,6 @@ def check_index_range(res: Resources, task: RangeTask, options: TaskOptions) -> 
     if fixer is not None:
         fixer.finish()
     return summary
-
-
-_LOOKUPS: dict[tuple[int, str], SourceLookup] = {}
-
-
-def source_lookup(res: Resources, alias: str) -> SourceLookup:
-    """One lookup per worker process and alias (it holds nothing but the plan)."""
-    key = (id(res), alias)
-    if key not in _LOOKUPS:
-        _LOOKUPS[key] = SourceLookup(res.source, res.builder(alias).plan)
-    return _LOOKUPS[key]
 
 
 # -- repair --------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from sparkindex.config.job import JobConfig
 from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.plan import IndexPlan
+from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.errors import SparkIndexError
 from sparkindex.keys import dump_key
 from sparkindex.sources.base import Source
@@ -246,6 +247,7 @@ class LocalResources:
     def __init__(self, source: Source, target: Target, plans: dict[str, IndexPlan], store: Any = None) -> None:
         self._source, self._target, self._store = source, target, store
         self._builders = {alias: make_builder(source, plan) for alias, plan in plans.items()}
+        self._lookups: dict[str, SourceLookup] = {}
 
     @property
     def source(self) -> Source:
@@ -263,6 +265,11 @@ class LocalResources:
 
     def builder(self, alias: str) -> DocumentBuilder:
         return self._builders[alias]
+
+    def lookup(self, alias: str) -> SourceLookup:
+        if alias not in self._lookups:
+            self._lookups[alias] = SourceLookup(self._source, self._builders[alias].plan)
+        return self._lookups[alias]
 
 
 def local_runner(res: Resources) -> Runner:

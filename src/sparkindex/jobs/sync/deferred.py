@@ -48,7 +48,7 @@ class DeferredTasks:
         self, wire: str, alias: str, index: str, chunks: list[list[str]], version: int, plan: IndexPlan
     ) -> None:
         self.wire = wire
-        self.plans = {alias: plan}  # the driver's: workers never re-read the schema
+        self.plans = {alias: plan}  # the driver's: workers build documents from it, not from the schema they find
         self.key = f"deferred-{uuid.uuid4().hex}"
         self.alias = alias
         self.index = index

@@ -41,6 +41,7 @@ from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.recovery import holder_is_dead, holder_name
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.sync_events import SyncEvents
+from sparkindex.documents.plan import IndexPlan
 from sparkindex.documents.planning import selected_aliases
 from sparkindex.errors import ConfigError, LogGap, PermanentError, SparkIndexError, TransientError
 from sparkindex.jobs.keeper import LockKeeper
@@ -78,8 +79,11 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
         until: Callable[[int], bool] | None = None,
         holder: str | None = None,
         on_gap: Literal["reconcile", "fail"] | None = None,
+        plans: Mapping[str, IndexPlan] | None = None,
     ) -> None:
         self.pipeline = pipeline
+        #: a reindex's catch-up passes the job's plans; a sync resolves its own once, in prepare
+        self._given_plans = dict(plans) if plans is not None else None
         self.on_gap = on_gap or pipeline.sync.on_gap
         self.aliases = selected_aliases(pipeline, aliases)
         self.group = group or pipeline.sync.group
@@ -123,7 +127,8 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
         self.source = open_source(p.source_url(), p.job.source_timeout_s)
         self.target = open_target(p.target.url, p.base_dir, p.target.options)
         # resolved once, here, and shipped to the apply tasks with every batch
-        self.plans = {a: resolve_consumer_plan(p, self.source, a) for a in self.aliases}
+        given = self._given_plans
+        self.plans = {a: given[a] if given else resolve_consumer_plan(p, self.source, a) for a in self.aliases}
         self.fanouts = [FanOut(self.plans[a], self.source) for a in self.aliases]
         self.tables = watched_tables(self.fanouts)
         self.changes: ChangeSource = open_change_source(p, self.source, self.tables, self.consumer)

@@ -4,6 +4,7 @@ a reindex waits for exactly the syncs that serve an alias it holds."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -246,6 +247,38 @@ def test_a_running_sync_of_one_alias_does_not_hold_up_a_reindex_of_another(shop:
             120,
             "the sync to continue on the new version",
         )
+    finally:
+        sync.kill_group()
+        store.close()
+
+
+def test_a_live_sync_stops_when_a_reindex_hands_it_a_version_of_another_plan(
+    shop: Shop, spark: Any, cli: Path
+) -> None:
+    """The schema changes while a sync runs, and a reindex rebuilds the alias on the new schema.
+    The sync, still on the plan it started with, would write documents of the old shape into the
+    new version; it stops instead (exit 3, naming the alias), and a restart follows the new plan."""
+    from tests.cli_process import LoggedProcess
+
+    store, offsets = _stores(shop)
+    sync = LoggedProcess(
+        [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml"), "--index", "products"],
+        shop.directory / "logs",
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: sync.assert_running("sync") and bool(offsets.serving(["products"])), 300, "the sync")
+        shop.sql("ALTER TABLE products ADD COLUMN late_column text DEFAULT 'added while syncing'")
+        summary = ReindexJob(shop.pipeline, ["products"], new=True, spark_factory=lambda: spark).run()
+        assert summary.status == "COMPLETED"
+        assert (shop.document("3") or {}).get("late_column") == "added while syncing"
+        try:
+            code: int | None = sync.wait(120)
+        except subprocess.TimeoutExpired:
+            code = None  # still running: on the old plan
+        assert code == 3, f"the sync went on with its old plan (exit {code})"
+        assert "products" in sync.stderr_text() and "another plan" in sync.stderr_text()
+        assert "Traceback" not in sync.stderr_text()
     finally:
         sync.kill_group()
         store.close()

@@ -7,9 +7,19 @@ position and swaps, then releases the hold with the offsets the sync continues f
 
 from __future__ import annotations
 
+import logging
 import threading
 
+from sparkindex.changes.session import resolve_consumer_plan
+from sparkindex.changes.sync_errors import brief
+from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset, OffsetStore
+from sparkindex.documents.plan import IndexPlan
+from sparkindex.errors import ConfigError, PermanentError, TransientError
+from sparkindex.jobs.fingerprint import plan_fingerprint
+from sparkindex.sources.registry import open_source
+
+log = logging.getLogger(__name__)
 
 
 class HoldAnswering:
@@ -23,6 +33,11 @@ class HoldAnswering:
     offsets: OffsetStore
     positions: ConsumerOffsets
     stop_requested: threading.Event
+    _was_held: bool
+
+    pipeline: Pipeline
+    plans: dict[str, IndexPlan]
+    error: BaseException | None
 
     def _pause_held(self) -> bool:
         """Answer every hold on our aliases with the position we applied; True if any is held."""
@@ -30,7 +45,10 @@ class HoldAnswering:
             return False  # a catch-up: it is the holder, not a live sync
         holds = {a: h for a, h in self.offsets.holds(self.aliases).items() if h.holder != self.hold_owner}
         if not holds:
+            if self._was_held:  # a hand-over just ended: the alias may point at a version of another plan
+                self._was_held = not self._after_hand_over()
             return False  # the common case, polled often: no offsets read
+        self._was_held = True
         saved = self.positions.offsets(self.group)
         for alias, hold in holds.items():
             if hold.paused_by != self.holder:
@@ -44,3 +62,36 @@ class HoldAnswering:
         while self._pause_held() and not self.stop_requested.wait(0.1):
             pass  # held: polling the store until the reindex releases the alias
         return self.positions.offsets(self.group)
+
+    def _after_hand_over(self) -> bool:
+        """A reindex just swapped one of our aliases to a version it built from the schema it
+        saw. Documents this sync writes must have that version's shape: if the plans differ now
+        (a column added, a relation changed), it stops and says so; a restart follows the new
+        plans. True when checked (a source out of reach is checked again at the next look)."""
+        p = self.pipeline
+        try:
+            source = open_source(p.source_url(), p.job.source_timeout_s)
+            try:
+                now = {a: resolve_consumer_plan(p, source, a) for a in self.aliases}
+            finally:
+                source.close()
+        except TransientError as exc:
+            log.warning("checking the plans after a hand-over (checked again shortly): %s", brief(exc))
+            return False
+        except ConfigError as exc:
+            self.error, now = exc, {}
+        changed = [a for a in now if _shape(a, now[a], p) != _shape(a, self.plans[a], p)]
+        if changed:
+            self.error = PermanentError(
+                f"alias(es) {', '.join(changed)} were rebuilt by a reindex from another plan than this sync's (the "
+                "schema changed since the sync started); the sync stopped so as not to write documents of the old "
+                "shape into the new version: start it again to follow the new plan"
+            )
+        if self.error is not None:
+            self.stop_requested.set()
+        return True
+
+
+def _shape(alias: str, plan: IndexPlan, pipeline: Pipeline) -> str:
+    """What decides the documents of *alias* under *plan* (the reindex's fingerprint of it)."""
+    return plan_fingerprint({alias: (plan, None)}, pipeline)

@@ -119,6 +119,7 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
         self._last_progress = time.monotonic()
         self._announced = 0.0
         self._keeper: LockKeeper | None = None
+        self._was_held = False  # one of our aliases was held by a reindex at the last look
 
     # -- setup -------------------------------------------------------------------------------------
     def prepare(self) -> None:

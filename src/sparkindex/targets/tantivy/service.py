@@ -30,6 +30,7 @@ import orjson
 import tantivy
 
 from sparkindex.allocator import tune_allocator
+from sparkindex.targets.tantivy.errors import writer_failed
 from sparkindex.targets.tantivy.schema import build_schema
 from sparkindex.targets.tantivy.wire import GROUP_WAIT_S, recv_frame, send_frame, service_address
 
@@ -94,8 +95,14 @@ class WriterService:
                 if op != "delete":
                     try:
                         self.writer.add_json(str(body, "utf-8"))
-                    except ValueError as exc:  # the document does not fit the mapping: permanent
-                        errors[str(i)] = ["MappingRejected", str(exc)]
+                    except ValueError as exc:
+                        if writer_failed(exc):
+                            # the writer is dead (a full disk, an I/O error), not the document:
+                            # nothing since the last commit is durable, so this epoch ends and
+                            # every client redoes its batches; no document is written off
+                            self._end_epoch(f"tantivy writer failed: {exc}")
+                            return {}, self.generation + 1  # never committed: a bulk's wait reports it
+                        errors[str(i)] = ["MappingRejected", str(exc)]  # it does not fit the mapping
                         self._undo_failed_upsert()
                         continue
                 self.uncommitted.append((doc_id, op, body))

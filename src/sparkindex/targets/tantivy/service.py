@@ -229,7 +229,8 @@ class WriterService:
                 op = header.get("op")
                 if op in ("bulk", "apply"):
                     errors, generation = self.apply(header["items"], payload)
-                    failure = self.wait_durable(generation, BULK_WAIT_S) if op == "bulk" else None
+                    # an apply answers at once, unless its batch ended the epoch (a dead writer)
+                    failure = self.wait_durable(generation, BULK_WAIT_S) if op == "bulk" else self.commit_error
                     reply: dict[str, Any] = {
                         "ok": failure is None,
                         "errors": errors,

@@ -53,6 +53,7 @@ WINDOW_LIMIT_S = 900.0  # a window longer than this is a violation: something ha
 FAULT_JOIN_S = 120.0  # how long fault threads get to end once told the window closed
 HEAL_WAIT_S = 60.0  # how long the finish waits for a network cut still under way to heal
 REBUILD_RUNS = 8  # reruns of an unfinished rebuild before the trial calls it stuck
+MISS_RETRIES = 1  # a fault that missed its victim goes again this many times while the window is open
 
 PIPELINE = """\
 source:
@@ -345,11 +346,20 @@ class TrialRun:
             with self.lock:
                 self.injected.append(record)
             return
+        rng = random.Random(f"{self.plan.seed}:{fault.kind}")
+        misses: list[str] = []
         try:
-            record["did"] = faults.inject(self, fault, random.Random(f"{self.plan.seed}:{fault.kind}"))
-            record["injected"] = True
-        except faults.Missed as exc:
-            record.update(injected=False, missed=str(exc))
+            while "injected" not in record:
+                try:
+                    record.update(did=faults.inject(self, fault, rng), injected=True)
+                except faults.Missed as exc:
+                    # a victim taken by another fault, or a slow machine that kept the moment from
+                    # coming: the fault goes again while the window is open, and says so
+                    misses.append(str(exc))
+                    if self.stopping.is_set() or len(misses) > MISS_RETRIES:
+                        record.update(injected=False, missed="; then: ".join(misses))
+            if misses and record["injected"]:
+                record["missed_first"] = misses[0]
         except Exception as exc:  # noqa: BLE001 - a broken fault tool is reported, the trial goes on
             record.update(injected=False, error=f"{type(exc).__name__}: {exc}")
         with self.lock:

@@ -41,4 +41,5 @@ def test_fixed_seed_campaign_is_clean(tmp_path: Path) -> None:
     assert summary["bench"] == "chaos" and summary["trials"] == TRIALS, done.stdout
     injected = {f["kind"] for t in trials for f in t["faults"] if f.get("injected")}
     assert summary["clean"] == TRIALS and done.returncode == 0, report
-    assert injected == {k.name for k in KINDS}, f"not injected: {sorted({k.name for k in KINDS} - injected)}"
+    missed = [f for t in trials for f in t["faults"] if not f.get("injected")]
+    assert injected == {k.name for k in KINDS}, f"not injected: {sorted({k.name for k in KINDS} - injected)}: {missed}"

@@ -31,7 +31,13 @@ T = TypeVar("T")
 
 
 class Missed(Exception):
-    """The fault found nothing to hit (no victim appeared in time)."""
+    """The fault found nothing to hit (no victim appeared in time). *again* says whether it may go
+    again: not when it did something before it missed (a driver frozen past its lease that nobody
+    took over from), whose second go would act on the first one's aftermath."""
+
+    def __init__(self, reason: str, *, again: bool = True) -> None:
+        super().__init__(reason)
+        self.again = again
 
 
 def inject(run: TrialRun, fault: Fault, rng: random.Random) -> str:
@@ -193,7 +199,7 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     what = f"SIGSTOP reindex pid {victim.proc.pid} group ({phase})"
     if took is None:
         started = "no second driver started (the window closed)" if second is None else f"pid {second.proc.pid}"
-        raise Missed(f"{what}; no takeover of run {run_before} seen ({started}); SIGCONT")
+        raise Missed(f"{what}; no takeover of run {run_before} seen ({started}); SIGCONT", again=False)
     assert second is not None
     return f"{what}; run {took} took the job over from run {run_before} (pid {second.proc.pid}); SIGCONT"
 
@@ -225,19 +231,36 @@ def cut_target(run: TrialRun, fault: Fault, rng: random.Random) -> str:
 
 
 def target_errors(run: TrialRun, fault: Fault, rng: random.Random) -> str:
+    """Injected once a request met one of its rules, not when they are armed: rules nobody met
+    prove nothing, and what is left of them is cleared when the window closes."""
     proxy = run.http_proxy
     assert proxy is not None
     p = fault.params
-    proxy.fail_next(429, count=int(p["status429"]), path="_bulk")
-    proxy.fail_next(503, count=int(p["status503"]), path="_bulk")
-    proxy.drop_next(count=int(p["drops"]))
-    return f"target: next bulks {p['status429']}x 429, {p['status503']}x 503; {p['drops']} connections dropped"
+    planned = {"429": int(p["status429"]), "503": int(p["status503"]), "drop": int(p["drops"])}
+    rules = {
+        "429": proxy.fail_next(429, count=planned["429"], path="_bulk"),
+        "503": proxy.fail_next(503, count=planned["503"], path="_bulk"),
+        "drop": proxy.drop_next(count=planned["drop"]),
+    }
+
+    def met() -> int:
+        return sum(planned[k] - rules[k].count for k in rules)
+
+    try:
+        _poll(run, "request meeting the target's errors", met)
+    except Missed as exc:  # armed already: a second go would arm a second set over the first
+        raise Missed(str(exc), again=False) from None
+    return (
+        f"target: next bulks {planned['429']}x 429, {planned['503']}x 503; {planned['drop']} connections "
+        f"dropped ({met()} met when counted)"
+    )
 
 
 def drop_slot(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     slots = _poll(run, "replication slot", lambda: run.pg.slots(run.source_db))
     name = rng.choice(sorted(s[0] for s in slots))
-    run.pg.drop_slot(name)
+    if not run.pg.drop_slot(name):
+        raise Missed(f"slot {name} was gone before it could be dropped")
     return f"slot {name} dropped by hand"
 
 
@@ -261,10 +284,13 @@ def fill_disk(run: TrialRun, fault: Fault, rng: random.Random) -> str:
 
 
 def clock_jump(run: TrialRun, fault: Fault, rng: random.Random) -> str:
-    assert run.clock is not None
+    """A jump with no process of the victim's role alive would land on nothing: it waits for one."""
+    assert run.clock is not None and run.plan.clock_victim is not None
+    role = run.plan.clock_victim
+    victim = _poll(run, f"{role} process (the clock's victim)", lambda: run.live(role))
     seconds = float(fault.params["seconds"])
     run.clock.jump(seconds)
-    return f"wall clock of {run.plan.clock_victim} jumped {seconds:+.0f} s"
+    return f"wall clock of {role} pid {victim.proc.pid} jumped {seconds:+.0f} s"
 
 
 FAULTS: dict[str, Callable[[TrialRun, Fault, random.Random], str]] = {

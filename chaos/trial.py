@@ -242,6 +242,11 @@ class TrialRun:
             if not running:
                 self.start_reindex()
 
+    def _newest(self, role: str) -> Run | None:
+        with self.lock:
+            started = [r for r in self.runs if r.role == role]
+        return started[-1] if started else None
+
     def live(self, role: str) -> Run | None:
         with self.lock:
             alive = [r for r in self.runs if r.role == role and r.alive() and not r.frozen]
@@ -318,6 +323,8 @@ class TrialRun:
         the invariants would be judged under a fault no record places there. Fault threads are
         told to stop (their waits end) and joined; then a cut under way is waited out."""
         self.stopping.set()
+        if self.http_proxy is not None:
+            self.http_proxy.clear_rules()  # target errors armed late must not act in the finish
         deadline = time.monotonic() + FAULT_JOIN_S
         for t in threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -356,7 +363,7 @@ class TrialRun:
                     # a victim taken by another fault, or a slow machine that kept the moment from
                     # coming: the fault goes again while the window is open, and says so
                     misses.append(str(exc))
-                    if self.stopping.is_set() or len(misses) > MISS_RETRIES:
+                    if not exc.again or self.stopping.is_set() or len(misses) > MISS_RETRIES:
                         record.update(injected=False, missed="; then: ".join(misses))
             if misses and record["injected"]:
                 record["missed_first"] = misses[0]
@@ -373,7 +380,9 @@ class TrialRun:
         for r in ended:
             if r.role == "reindex":
                 with self.rebuild_lock:
-                    if r.proc.returncode == 0:
+                    if r.proc.returncode == 0 and r is self._newest("reindex"):
+                        # only the newest rebuild's success ends the rebuild: an older driver that
+                        # succeeded after a fault had started another must not mark that one done
                         self.rebuild_done = True
                     elif not self.rebuild_done and self.live("reindex") is None:
                         if self.rebuild_runs >= REBUILD_RUNS:
@@ -399,6 +408,8 @@ class TrialRun:
                     r.kill()
                     r.killed = False  # not a fault: it hung
         self._supervise()
+        if self.clock is not None:
+            self.clock.reset()  # the finish runs on real time: a jump is the window's fault only
         for attempt in range(2):
             final = self._cli("sync-final", "sync", "-c", str(self.pipeline), "--until-caught-up", "--json")
             if final.proc.wait(timeout=900) == 0:

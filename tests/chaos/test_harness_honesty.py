@@ -303,7 +303,7 @@ class FakeCut:
 def _healing_trial(cut: FakeCut) -> TrialRun:
     trial = object.__new__(TrialRun)
     trial.store_cut = cut  # type: ignore[assignment]
-    trial.target_cut = None
+    trial.target_cut = trial.http_proxy = None
     trial.notes = []
     trial.stopping = threading.Event()
     return trial

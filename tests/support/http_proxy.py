@@ -93,17 +93,30 @@ class HttpProxy:
         self._thread.start()
 
     # -- faults ----------------------------------------------------------------------------------------
-    def fail_next(self, status: int, count: int = 1, path: str = "", body: dict[str, Any] | None = None) -> None:
-        """Answer the next *count* requests whose path contains *path* with *status*."""
+    def fail_next(self, status: int, count: int = 1, path: str = "", body: dict[str, Any] | None = None) -> _Rule:
+        """Answer the next *count* requests whose path contains *path* with *status*. The rule is
+        returned: its ``count`` is what is left of it."""
         reason = f"injected {status} (fault proxy)"
         error = body or {"error": {"type": f"http_{status}", "reason": reason}, "status": status}
+        rule = _Rule("status", count, path, status, error)
         with self.state.lock:
-            self.state.rules.append(_Rule("status", count, path, status, error))
+            self.state.rules.append(rule)
+        return rule
 
-    def drop_next(self, count: int = 1, path: str = "") -> None:
+    def drop_next(self, count: int = 1, path: str = "") -> _Rule:
         """Close the connection of the next *count* matching requests without answering."""
+        rule = _Rule("drop", count, path)
         with self.state.lock:
-            self.state.rules.append(_Rule("drop", count, path))
+            self.state.rules.append(rule)
+        return rule
+
+    def clear_rules(self) -> int:
+        """Drop every rule not yet used up (a fault must not act past its window); how many
+        requests they would still have failed."""
+        with self.state.lock:
+            left = sum(r.count for r in self.state.rules)
+            self.state.rules.clear()
+        return left
 
     def hold_next(self, count: int = 1, path: str = "") -> None:
         """Hold the next *count* matching requests unanswered until :meth:`close` (or

@@ -1,0 +1,172 @@
+"""What a cold review of the campaign found it could not see, each planted here and caught: an older
+rebuild's success taken for the newer one's, a failed last rebuild, a fault that went again after it
+had acted, a clock jump or target errors that landed on nothing, tracebacks printed before a kill.
+
+Pure unit tests: fake runs and processes, a SQLite store. No database server, no target, no Spark.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from chaos.plan import Fault
+from chaos.trial import Run, TrialRun
+
+from chaos import faults, invariants
+from sparkindex.coordination.states import JobStatus
+from sparkindex.coordination.store import CoordinationStore
+from tests.chaos.test_harness_honesty import FakeRun, _trial
+
+
+class FakeProc:
+    """A process whose exit the test decides (what :class:`Run` and the invariants read)."""
+
+    def __init__(self, pid: int, returncode: int | None = None, stderr: str = "") -> None:
+        self.pid, self.returncode, self.stderr = pid, returncode, stderr
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def stderr_text(self) -> str:
+        return self.stderr
+
+
+def _supervising_trial(runs: list[Run]) -> tuple[TrialRun, list[Run]]:
+    trial = object.__new__(TrialRun)
+    trial.runs = runs
+    trial.lock = threading.Lock()
+    trial.rebuild_lock = threading.Lock()
+    trial.rebuild_done = False
+    trial.rebuild_runs = len(runs)
+    trial.finishing = True  # no sync to restart here
+    trial.notes = []
+    started: list[Run] = []
+
+    def start_reindex() -> Run:
+        run = Run("reindex", FakeProc(1000 + len(started)))  # type: ignore[arg-type]
+        started.append(run)
+        trial.runs.append(run)
+        return run
+
+    trial.start_reindex = start_reindex  # type: ignore[method-assign]
+    return trial, started
+
+
+# -- the rebuild that ends the window is the newest one ------------------------------------------------
+def test_an_older_rebuild_succeeding_does_not_mark_a_newer_one_done() -> None:
+    older = Run("reindex", FakeProc(1, returncode=0))  # type: ignore[arg-type]  # succeeded...
+    newer = Run("reindex", FakeProc(2))  # type: ignore[arg-type]  # ...after a fault started this one
+    trial, started = _supervising_trial([older, newer])
+    trial._supervise()
+    assert trial.rebuild_done is False and started == []
+    newer.proc.returncode = 1  # type: ignore[misc]  # the newer one fails: it must be rerun
+    trial._supervise()
+    assert trial.rebuild_done is False and len(started) == 1
+    started[0].proc.returncode = 0  # type: ignore[misc]
+    trial._supervise()
+    assert trial.rebuild_done is True
+
+
+def test_the_last_rebuild_failed_is_a_violation(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = CoordinationStore(url)
+    first = store.create_job(["products", "reviews"], {}, "r1")
+    last = store.create_job(["products", "reviews"], {}, "r2")
+    with store.engine.begin() as conn:
+        job = store.t.job
+        conn.execute(sa.update(job).where(job.c.id == first.id).values(status=str(JobStatus.COMPLETED), created_at=1.0))
+        conn.execute(sa.update(job).where(job.c.id == last.id).values(status=str(JobStatus.FAILED), created_at=2.0))
+    run: Any = type("Run", (), {"store_direct_url": url})()
+    assert invariants.rebuild_completed(run) == [f"the last rebuild, job {last.id}, ended FAILED"]
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(store.t.job).where(store.t.job.c.id == last.id).values(status=str(JobStatus.COMPLETED)))
+    store.close()
+    assert invariants.rebuild_completed(run) == []
+
+
+# -- a fault goes again only when it did nothing --------------------------------------------------------
+def test_a_fault_that_acted_before_it_missed_does_not_go_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tries: list[int] = []
+
+    def froze_but_nobody_took_over(run: Any, fault: Fault, rng: random.Random) -> str:
+        tries.append(1)
+        raise faults.Missed("SIGSTOP reindex pid 7 group; no takeover of run r1 seen; SIGCONT", again=False)
+
+    result = _trial(tmp_path, monkeypatch, froze_but_nobody_took_over)
+    assert len(tries) == 1
+    assert result["faults"][0]["missed"] == "SIGSTOP reindex pid 7 group; no takeover of run r1 seen; SIGCONT"
+
+
+def test_a_clock_jump_with_no_victim_alive_lands_on_nothing() -> None:
+    jumped: list[float] = []
+    run: Any = FakeRun([])  # no process of the victim's role runs
+    run.clock = type("Clock", (), {"jump": lambda self, s: jumped.append(s)})()
+    run.plan = type("Plan", (), {"clock_victim": "reindex"})()
+    run.stopping.set()  # the window closed while the fault waited for one
+    with pytest.raises(faults.Missed, match="reindex process"):
+        faults.clock_jump(run, Fault("clock_jump", 1.0, {"seconds": 90.0}), random.Random(0))
+    assert jumped == []
+
+
+class FakeRule:
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+
+class FakeProxy:
+    """Arms rules as the HTTP fault proxy does; *met* of them are used up by requests."""
+
+    def __init__(self, met: int) -> None:
+        self.met = met
+        self.rules: list[FakeRule] = []
+
+    def _arm(self, count: int) -> FakeRule:
+        rule = FakeRule(count)
+        used = min(self.met, count)
+        rule.count -= used
+        self.met -= used
+        self.rules.append(rule)
+        return rule
+
+    def fail_next(self, status: int, count: int = 1, path: str = "") -> FakeRule:
+        return self._arm(count)
+
+    def drop_next(self, count: int = 1, path: str = "") -> FakeRule:
+        return self._arm(count)
+
+
+TARGET_ERRORS = Fault("target_errors", 1.0, {"status429": 2, "status503": 1, "drops": 1})
+
+
+def test_target_errors_count_only_once_a_request_met_them() -> None:
+    run: Any = FakeRun([])
+    run.http_proxy = FakeProxy(met=1)
+    did = faults.target_errors(run, TARGET_ERRORS, random.Random(0))
+    assert did.endswith("(1 met when counted)")
+
+
+def test_target_errors_nobody_met_are_missed_and_not_armed_again() -> None:
+    run: Any = FakeRun([])
+    run.http_proxy = FakeProxy(met=0)
+    run.stopping.set()
+    with pytest.raises(faults.Missed) as missed:
+        faults.target_errors(run, TARGET_ERRORS, random.Random(0))
+    assert missed.value.again is False and len(run.http_proxy.rules) == 3
+
+
+# -- every process of the trial is judged on what it printed -----------------------------------------------
+def test_a_traceback_printed_before_a_kill_and_a_run_still_going_are_violations() -> None:
+    killed = Run("sync", FakeProc(11, returncode=-9, stderr="Traceback (most recent call last):\n  boom"))  # type: ignore[arg-type]
+    killed.killed = True
+    going = Run("reindex", FakeProc(12))  # type: ignore[arg-type]
+    quiet = Run("reindex", FakeProc(13, returncode=-9))  # type: ignore[arg-type]
+    quiet.killed = True
+    run: Any = type("Run", (), {"runs": [killed, going, quiet]})()
+    found = invariants.documented_exits(run)
+    assert found[0].startswith("sync pid 11 printed a traceback: Traceback (most recent call last):")
+    assert found[1:] == ["reindex pid 12 had not exited when the trial ended"]

@@ -284,10 +284,14 @@ def fill_disk(run: TrialRun, fault: Fault, rng: random.Random) -> str:
 
 
 def clock_jump(run: TrialRun, fault: Fault, rng: random.Random) -> str:
-    """A jump with no process of the victim's role alive would land on nothing: it waits for one."""
+    """A jump with no process of the victim's role alive would land on nothing: it waits for one
+    (a reindex is started when none runs, as for the other driver faults)."""
     assert run.clock is not None and run.plan.clock_victim is not None
     role = run.plan.clock_victim
-    victim = _poll(run, f"{role} process (the clock's victim)", lambda: run.live(role))
+    if role == "reindex":
+        victim = _driver(run)
+    else:
+        victim = _poll(run, f"{role} process (the clock's victim)", lambda: run.live(role))
     seconds = float(fault.params["seconds"])
     run.clock.jump(seconds)
     return f"wall clock of {role} pid {victim.proc.pid} jumped {seconds:+.0f} s"

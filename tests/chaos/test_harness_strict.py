@@ -106,9 +106,9 @@ def test_a_clock_jump_with_no_victim_alive_lands_on_nothing() -> None:
     jumped: list[float] = []
     run: Any = FakeRun([])  # no process of the victim's role runs
     run.clock = type("Clock", (), {"jump": lambda self, s: jumped.append(s)})()
-    run.plan = type("Plan", (), {"clock_victim": "reindex"})()
+    run.plan = type("Plan", (), {"clock_victim": "sync"})()
     run.stopping.set()  # the window closed while the fault waited for one
-    with pytest.raises(faults.Missed, match="reindex process"):
+    with pytest.raises(faults.Missed, match="sync process"):
         faults.clock_jump(run, Fault("clock_jump", 1.0, {"seconds": 90.0}), random.Random(0))
     assert jumped == []
 

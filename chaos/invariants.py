@@ -246,16 +246,26 @@ def left_unfinished(store: CoordinationStore, offsets: OffsetStore) -> list[str]
 
 def rebuild_completed(run: TrialRun) -> list[str]:
     """The trial's last rebuild completed: verify alone cannot tell, as the aliases still point at
-    an older version that the sync kept current while a failed rebuild waits for a rerun."""
+    an older version that the sync kept current while a failed rebuild waits for a rerun. "Last"
+    is the newest reindex run the trial started, and its job is the one it reported: the jobs'
+    ``created_at`` is the writer's wall clock, which a clock_jump fault moves back."""
+    reindexes = [r for r in run.runs if r.role == "reindex"]
+    if not reindexes:
+        return ["no reindex ran: the trial rebuilt nothing"]
+    last = reindexes[-1]
+    what = f"the last rebuild (reindex pid {last.proc.pid})"
+    if last.proc.returncode != 0:
+        return [f"{what} exited {last.proc.returncode}"]
+    reports = [line for line in last.proc.stdout_text().splitlines() if line.startswith("{")]
+    if not reports:
+        return [f"{what} reported no job: {last.proc.stderr_text()[-400:]}"]
+    job_id = str(orjson.loads(reports[-1]).get("job_id"))
     store = CoordinationStore(run.store_direct_url)
     try:
-        jobs = store.jobs()
+        job = store.job(job_id)
     finally:
         store.close()
-    if not jobs:
-        return ["no rebuild job in the store: the trial rebuilt nothing"]
-    newest = jobs[0]
-    return [] if newest.status == JobStatus.COMPLETED else [f"the last rebuild, job {newest.id}, ended {newest.status}"]
+    return [] if job.status == JobStatus.COMPLETED else [f"{what}: its job {job_id} is {job.status}"]
 
 
 def no_dead_letters(run: TrialRun) -> list[str]:

@@ -26,14 +26,17 @@ from tests.chaos.test_harness_honesty import FakeRun, _trial
 class FakeProc:
     """A process whose exit the test decides (what :class:`Run` and the invariants read)."""
 
-    def __init__(self, pid: int, returncode: int | None = None, stderr: str = "") -> None:
-        self.pid, self.returncode, self.stderr = pid, returncode, stderr
+    def __init__(self, pid: int, returncode: int | None = None, stderr: str = "", stdout: str = "") -> None:
+        self.pid, self.returncode, self.stderr, self.stdout = pid, returncode, stderr, stdout
 
     def poll(self) -> int | None:
         return self.returncode
 
     def stderr_text(self) -> str:
         return self.stderr
+
+    def stdout_text(self) -> str:
+        return self.stdout
 
 
 def _supervising_trial(runs: list[Run]) -> tuple[TrialRun, list[Run]]:
@@ -72,21 +75,29 @@ def test_an_older_rebuild_succeeding_does_not_mark_a_newer_one_done() -> None:
     assert trial.rebuild_done is True
 
 
-def test_the_last_rebuild_failed_is_a_violation(tmp_path: Path) -> None:
+def test_the_last_rebuild_failed_is_a_violation_whatever_the_jobs_clocks_say(tmp_path: Path) -> None:
+    """The newest rebuild is the trial's newest reindex run, not the newest ``created_at``: in
+    seed 1 trial 3 a clock jumped 40 s back made the completed rebuild look older than the
+    failed one before it."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = CoordinationStore(url)
-    first = store.create_job(["products", "reviews"], {}, "r1")
-    last = store.create_job(["products", "reviews"], {}, "r2")
+    failed = store.create_job(["products", "reviews"], {}, "r1")
+    done = store.create_job(["products", "reviews"], {}, "r2")
+    job = store.t.job
     with store.engine.begin() as conn:
-        job = store.t.job
-        conn.execute(sa.update(job).where(job.c.id == first.id).values(status=str(JobStatus.COMPLETED), created_at=1.0))
-        conn.execute(sa.update(job).where(job.c.id == last.id).values(status=str(JobStatus.FAILED), created_at=2.0))
-    run: Any = type("Run", (), {"store_direct_url": url})()
-    assert invariants.rebuild_completed(run) == [f"the last rebuild, job {last.id}, ended FAILED"]
-    with store.engine.begin() as conn:
-        conn.execute(sa.update(store.t.job).where(store.t.job.c.id == last.id).values(status=str(JobStatus.COMPLETED)))
-    store.close()
+        conn.execute(sa.update(job).where(job.c.id == failed.id).values(status=str(JobStatus.FAILED), created_at=2.0))
+        conn.execute(sa.update(job).where(job.c.id == done.id).values(status=str(JobStatus.COMPLETED), created_at=1.0))
+    first = Run("reindex", FakeProc(1, 3, stdout=f'{{"job_id": "{failed.id}", "status": "FAILED"}}'))  # type: ignore[arg-type]
+    last = Run("reindex", FakeProc(2, 0, stdout=f'{{"job_id": "{done.id}", "status": "COMPLETED"}}'))  # type: ignore[arg-type]
+    run: Any = type("Run", (), {"store_direct_url": url, "runs": [first, last]})()
     assert invariants.rebuild_completed(run) == []
+    run.runs = [last, first]  # the failed one last
+    assert invariants.rebuild_completed(run) == ["the last rebuild (reindex pid 1) exited 3"]
+    with store.engine.begin() as conn:  # exit 0, but its job did not complete
+        conn.execute(sa.update(job).where(job.c.id == done.id).values(status=str(JobStatus.FAILED)))
+    store.close()
+    run.runs = [first, last]
+    assert invariants.rebuild_completed(run) == [f"the last rebuild (reindex pid 2): its job {done.id} is FAILED"]
 
 
 # -- a fault goes again only when it did nothing --------------------------------------------------------

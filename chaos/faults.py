@@ -17,6 +17,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+import MySQLdb  # type: ignore[import-untyped]  # no stubs in the venv
+import psycopg
+
 from chaos import procs
 from chaos.plan import Fault
 
@@ -256,17 +259,40 @@ def target_errors(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     )
 
 
+#: what a server restarting under another fault (restart_postgres, restart_mariadb) answers meanwhile
+SERVER_DOWN = (psycopg.OperationalError, MySQLdb.OperationalError)
+
+
+def _through_restarts(run: TrialRun, what: str, act: Callable[[], T]) -> T:
+    """*act* on a server that another fault may be restarting: while it is down or still
+    recovering, *act* goes again, for as long as a victim is waited for (seed 1 trial 22: a slot
+    drop met PostgreSQL "not yet accepting connections" and the tool's error failed the trial)."""
+    deadline = time.monotonic() + VICTIM_WAIT_S
+    while True:
+        try:
+            return act()
+        except SERVER_DOWN as exc:
+            if time.monotonic() > deadline:
+                raise Missed(f"the server stayed out of reach for {what}: {exc}") from None
+            if run.stopping.wait(0.5):  # the pace of the retries, cut short when the window closes
+                raise Missed(f"the window closed while the server was out of reach for {what}") from None
+
+
 def drop_slot(run: TrialRun, fault: Fault, rng: random.Random) -> str:
-    slots = _poll(run, "replication slot", lambda: run.pg.slots(run.source_db))
+    def listed() -> list[tuple[str, str, bool]]:
+        return _through_restarts(run, "listing slots", lambda: run.pg.slots(run.source_db))
+
+    slots = _poll(run, "replication slot", listed)
     name = rng.choice(sorted(s[0] for s in slots))
-    if not run.pg.drop_slot(name):
+    if not _through_restarts(run, f"dropping slot {name}", lambda: run.pg.drop_slot(name)):
         raise Missed(f"slot {name} was gone before it could be dropped")
     return f"slot {name} dropped by hand"
 
 
 def purge_binlogs(run: TrialRun, fault: Fault, rng: random.Random) -> str:
-    assert run.maria is not None
-    run.maria.purge_binlogs()
+    maria = run.maria
+    assert maria is not None
+    _through_restarts(run, "purging binlogs", maria.purge_binlogs)
     return "binlogs purged up to the newest file"
 
 

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from chaos.plan import Fault
@@ -181,3 +182,43 @@ def test_a_traceback_printed_before_a_kill_and_a_run_still_going_are_violations(
     found = invariants.documented_exits(run)
     assert found[0].startswith("sync pid 11 printed a traceback: Traceback (most recent call last):")
     assert found[1:] == ["reindex pid 12 had not exited when the trial ended"]
+
+
+# -- a fault on a server another fault is restarting waits for it -----------------------------------------
+class RestartingPg:
+    """PostgreSQL as a slot drop meets it right after a restart_postgres: recovering, then up."""
+
+    def __init__(self, down_for: int) -> None:
+        self.down_for = down_for
+        self.dropped: list[str] = []
+
+    def _answer(self) -> None:
+        if self.down_for > 0:
+            self.down_for -= 1
+            raise psycopg.OperationalError("FATAL:  the database system is not yet accepting connections")
+
+    def slots(self, database: str | None = None) -> list[tuple[str, str, bool]]:
+        self._answer()
+        return [("chaos_slot", "chaos_src", True)]
+
+    def drop_slot(self, name: str) -> bool:
+        self._answer()
+        self.dropped.append(name)
+        return True
+
+
+def test_a_slot_drop_during_a_restart_waits_for_the_server_and_lands() -> None:
+    """Seed 1 trial 22 on 18075d2: the drop met PostgreSQL still recovering from a restart fault,
+    and the tool's error failed the trial."""
+    run: Any = FakeRun([])
+    run.pg, run.source_db = RestartingPg(down_for=2), "chaos_src"
+    assert faults.drop_slot(run, Fault("drop_slot", 1.0), random.Random(0)) == "slot chaos_slot dropped by hand"
+    assert run.pg.dropped == ["chaos_slot"]
+
+
+def test_a_server_that_stays_down_is_a_miss_not_a_harness_error() -> None:
+    run: Any = FakeRun([])
+    run.pg, run.source_db = RestartingPg(down_for=10**6), "chaos_src"
+    run.stopping.set()  # the window closed while the server was still down
+    with pytest.raises(faults.Missed, match="out of reach for listing slots"):
+        faults.drop_slot(run, Fault("drop_slot", 1.0), random.Random(0))

@@ -27,7 +27,6 @@ import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
 from sparkindex.coordination.base import store_now
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.recovery import not_resumable
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
@@ -191,12 +190,11 @@ def nothing_left_behind(run: TrialRun) -> list[str]:
         for name, _db, active in run.pg.slots(run.source_db):
             if name != own:
                 out.append(f"replication slot {name} left behind (active={active}); the sync's is {own}")
-    store = CoordinationStore(run.store_direct_url)
+    store = CoordinationStore(run.store_direct_url, pipeline.coordination.prefix)
     try:
-        offsets = OffsetStore(store.engine, pipeline.coordination.prefix)
-        for alias, hold in offsets.holds(aliases).items():
+        for alias, hold in store.sync_holds.holds(aliases).items():
             out.append(f"hold on {alias} left behind: {hold}")
-        for presence in offsets.presence(aliases):
+        for presence in store.sync_holds.presence(aliases):
             out.append(f"sync presence left behind: {presence}")
         with store.engine.connect() as conn:
             # leases are on the store's clock (a clock_jump fault moves the harness's too)
@@ -208,7 +206,7 @@ def nothing_left_behind(run: TrialRun) -> list[str]:
                 sa.text("SELECT job_id, entity, partition_index FROM si_partition WHERE status = 'PROCESSING'")
             )
             out += [f"partition {entity}#{n} of job {job} left PROCESSING" for job, entity, n in claimed]
-        out += left_unfinished(store, offsets)
+        out += left_unfinished(store)
     finally:
         store.close()
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
@@ -227,7 +225,7 @@ def nothing_left_behind(run: TrialRun) -> list[str]:
     return out
 
 
-def left_unfinished(store: CoordinationStore, offsets: OffsetStore) -> list[str]:
+def left_unfinished(store: CoordinationStore) -> list[str]:
     """Jobs nobody will finish, and catch-up positions of jobs that ended: once every process of
     the trial has exited and the last rebuild completed, recovery (or the job itself) must have
     settled every one of them, or they hold a log position (a slot's WAL) for ever."""
@@ -237,7 +235,7 @@ def left_unfinished(store: CoordinationStore, offsets: OffsetStore) -> list[str]
     out += [f"job {j.id} left {j.status}" for j in jobs if j.status in live]
     done = (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS)
     ended = {j.id for j in jobs if j.status in done or not_resumable(j)}
-    for held in offsets.every_group():
+    for held in store.offsets.every_group():
         job_id = held.group.removeprefix(CATCH_UP_PREFIX)
         if held.group.startswith(CATCH_UP_PREFIX) and job_id in ended:
             out.append(f"catch-up position of ended job {job_id} left behind ({held.alias} at {held.position})")

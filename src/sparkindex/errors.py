@@ -89,7 +89,6 @@ class LogGap(PermanentError):
         self.available = available
 
 
-
 # -- across a process boundary -------------------------------------------------------------------
 # A Spark task runs in a Python worker; an exception it lets escape reaches the driver only as the
 # text of a JVM exception. Tasks therefore return their error as data: the class's name and its

@@ -12,7 +12,6 @@ from sparkindex.changes.apply import Applier, Consumer
 from sparkindex.changes.fanout import FanOut
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 from sparkindex.documents.builder import make_builder
@@ -55,7 +54,7 @@ def _setup(pipeline: Pipeline) -> tuple[Consumer, Applier, Target, str]:
     target = open_target(pipeline.target.url, pipeline.base_dir)
     index = target.create_version("products", infer_mapping(plan, "indexes[0]"))
     store = CoordinationStore(pipeline.coordination_url())
-    applier = Applier(target, OffsetStore(store.engine), store, "sync:test")
+    applier = Applier(target, store, "sync:test")
     return Consumer("products", FanOut(plan, source), make_builder(source, plan)), applier, target, index
 
 

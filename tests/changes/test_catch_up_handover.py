@@ -17,7 +17,8 @@ import sqlalchemy as sa
 from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.session import resolve_consumer_plan, watched_tables
 from sparkindex.config import load_pipeline
-from sparkindex.coordination.offsets import OffsetStore
+from sparkindex.coordination.holds import SyncHolds
+from sparkindex.coordination.offsets import ConsumerOffsetRows
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import TransientError
 from sparkindex.jobs import catch_up
@@ -58,9 +59,8 @@ def shop(bare_shop: Shop, spark: Any) -> Shop:
     return bare_shop
 
 
-def _stores(shop: Shop) -> tuple[CoordinationStore, OffsetStore]:
-    store = CoordinationStore(shop.pipeline.coordination_url())
-    return store, OffsetStore(store.engine)
+def _store(shop: Shop) -> CoordinationStore:
+    return CoordinationStore(shop.pipeline.coordination_url())
 
 
 def _alias(shop: Shop, alias: str) -> str | None:
@@ -78,7 +78,7 @@ def _live_source(shop: Shop, consumer: str) -> PostgresChangeSource:
     return PostgresChangeSource(shop.pipeline, source, watched_tables(fanouts), consumer)
 
 
-def _assert_served(shop: Shop, offsets: OffsetStore, group: str = "default") -> None:
+def _assert_served(shop: Shop, offsets: ConsumerOffsetRows, group: str = "default") -> None:
     """The live group's slot serves every offset stored for it (no gap for its next start)."""
     changes = _live_source(shop, group)
     try:
@@ -106,14 +106,14 @@ def test_the_offset_handed_to_a_live_group_is_one_its_slot_serves(
     if not runner_stores_the_head:
         monkeypatch.setattr(PostgresChangeSource, "head_is_resumable", False)
     shop.reindex(spark)
-    store, offsets = _stores(shop)
+    store = _store(shop)
     try:
-        _assert_served(shop, offsets)
+        _assert_served(shop, store.offsets)
         shop.sql("UPDATE products SET name = :n WHERE id = 1", params={"n": HOSTILE[2]})
         shop.sync(spark)
         shop.reindex(spark)  # a quiet database again, a group that has synced
-        _assert_served(shop, offsets)
-        assert {o.index for o in offsets.offsets("default").values()} == {
+        _assert_served(shop, store.offsets)
+        assert {o.index for o in store.offsets.offsets("default").values()} == {
             _alias(shop, "products"),
             _alias(shop, "reviews"),
         }
@@ -126,7 +126,7 @@ def test_the_offset_handed_to_a_live_group_is_one_its_slot_serves(
 def test_a_failure_after_the_swap_leaves_no_hold_and_a_rerun_hands_over(
     shop: Shop, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, offsets = _stores(shop)
+    store = _store(shop)
     before = _alias(shop, "products")
     original = CatchUp._live_groups
 
@@ -141,22 +141,22 @@ def test_a_failure_after_the_swap_leaves_no_hold_and_a_rerun_hands_over(
             ReindexJob(shop.pipeline, None, new=True, spark_factory=lambda: spark).run()
         [job] = [j for j in store.jobs(["products", "reviews"]) if j.status == "FAILED"]
         assert _alias(shop, "products") == job.targets["products"]  # swapped...
-        assert offsets.holds(["products", "reviews"]) == {}  # ...and nothing left paused
+        assert store.sync_holds.holds(["products", "reviews"]) == {}  # ...and nothing left paused
         with store.engine.connect() as conn:
-            assert conn.execute(sa.select(sa.func.count()).select_from(offsets.h.hold)).scalar() == 0
-        assert set(offsets.swaps(job.id)) <= {"products", "reviews"} and offsets.swaps(job.id)
+            assert conn.execute(sa.select(sa.func.count()).select_from(store.sync_holds.h.hold)).scalar() == 0
+        assert set(store.sync_holds.swaps(job.id)) <= {"products", "reviews"} and store.sync_holds.swaps(job.id)
         monkeypatch.undo()
 
         summary = ReindexJob(shop.pipeline, None, spark_factory=lambda: spark).run()
         assert (summary.job_id, summary.status) == (job.id, "COMPLETED")
         assert {a: _alias(shop, a) for a in job.targets} == job.targets
-        handed = offsets.offsets("default")
+        handed = store.offsets.offsets("default")
         assert {a: o.index for a, o in handed.items()} == job.targets
-        assert offsets.offsets(catch_up_group(job.id)) == {} and offsets.swaps(job.id) == {}
+        assert store.offsets.offsets(catch_up_group(job.id)) == {} and store.sync_holds.swaps(job.id) == {}
         database = str(sa.make_url(shop.url).database)
         consumer = catch_up_consumer(sorted(job.targets))
         assert slot_name(shop.slot, database, shop.pipeline.slot_namespace(), consumer) not in _slots(shop)
-        _assert_served(shop, offsets)
+        _assert_served(shop, store.offsets)
         shop.sql("UPDATE products SET name = :n WHERE id = 2", params={"n": HOSTILE[0]})
         shop.sync(spark)
         assert (shop.document("2") or {}).get("name") == HOSTILE[0]
@@ -169,17 +169,17 @@ class PausingSync(threading.Thread):
     """What a running sync does with a hold on an alias it serves: pause it (the runner's side,
     driven here through the same store calls, so that the reindex's side is tested on its own)."""
 
-    def __init__(self, offsets: OffsetStore, aliases: list[str], holder: str) -> None:
+    def __init__(self, holds: SyncHolds, aliases: list[str], holder: str) -> None:
         super().__init__(daemon=True)
-        self.offsets, self.aliases, self.holder = offsets, aliases, holder
+        self.holds, self.aliases, self.holder = holds, aliases, holder
         self.paused: list[str] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.wait(0.05):
-            for alias, hold in self.offsets.holds(self.aliases).items():
+            for alias, hold in self.holds.holds(self.aliases).items():
                 if hold.paused_by != self.holder:
-                    self.offsets.pause(alias, hold.holder, 0, self.holder)
+                    self.holds.pause(alias, hold.holder, 0, self.holder)
                     self.paused.append(alias)
 
 
@@ -188,10 +188,10 @@ def test_a_reindex_waits_only_for_the_syncs_serving_its_aliases(
 ) -> None:
     """A sync of the default group serves products only (``sync --index products``): a reindex
     of reviews does not wait for it; a reindex of products does, until it paused."""
-    store, offsets = _stores(shop)
+    store = _store(shop)
     key = runner.sync_lock_key(shop.pipeline.sync.group, runner.source_key(shop.pipeline))
     token = store.locks.acquire(key, "sync-of-products", 600)  # the group's sync runs...
-    offsets.announce(shop.pipeline.sync.group, ["products"], "sync-of-products", 600)  # ...for products only
+    store.sync_holds.announce(shop.pipeline.sync.group, ["products"], "sync-of-products", 600)  # ...for products only
     try:
         started = time.monotonic()
         summary = ReindexJob(shop.pipeline, ["reviews"], new=True, spark_factory=lambda: spark).run()
@@ -202,8 +202,8 @@ def test_a_reindex_waits_only_for_the_syncs_serving_its_aliases(
         monkeypatch.setattr(catch_up, "PAUSE_TIMEOUT_S", 3.0)
         with pytest.raises(TransientError, match="sync-of-products"):
             ReindexJob(shop.pipeline, ["products"], new=True, spark_factory=lambda: spark).run()
-        assert offsets.holds(["products"]) == {}
-        sync = PausingSync(offsets, ["products"], "sync-of-products")
+        assert store.sync_holds.holds(["products"]) == {}
+        sync = PausingSync(store.sync_holds, ["products"], "sync-of-products")
         sync.start()
         try:
             monkeypatch.setattr(catch_up, "PAUSE_TIMEOUT_S", 120.0)
@@ -214,7 +214,7 @@ def test_a_reindex_waits_only_for_the_syncs_serving_its_aliases(
             sync.stop.set()
             sync.join(timeout=10)
     finally:
-        offsets.retire(shop.pipeline.sync.group, "sync-of-products")
+        store.sync_holds.retire(shop.pipeline.sync.group, "sync-of-products")
         store.locks.release(key, token)
         store.close()
     assert shop.verify().clean
@@ -222,19 +222,21 @@ def test_a_reindex_waits_only_for_the_syncs_serving_its_aliases(
 
 @pytest.mark.skipif(
     "announce" not in Path(runner.__file__).read_text(encoding="utf-8"),
-    reason="the runner does not announce the aliases it serves yet (OffsetStore.announce)",
+    reason="the runner does not announce the aliases it serves yet (SyncHolds.announce)",
 )
 def test_a_running_sync_of_one_alias_does_not_hold_up_a_reindex_of_another(shop: Shop, spark: Any, cli: Path) -> None:
     from tests.cli_process import LoggedProcess
 
-    store, offsets = _stores(shop)
+    store = _store(shop)
     sync = LoggedProcess(
         [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml"), "--index", "products"],
         shop.directory / "logs",
         start_new_session=True,
     )
     try:
-        wait_until(lambda: sync.assert_running("sync") and bool(offsets.serving(["products"])), 300, "the sync")
+        wait_until(
+            lambda: sync.assert_running("sync") and bool(store.sync_holds.serving(["products"])), 300, "the sync"
+        )
         started = time.monotonic()
         summary = ReindexJob(shop.pipeline, ["reviews"], new=True, spark_factory=lambda: spark).run()
         assert summary.status == "COMPLETED"
@@ -252,22 +254,22 @@ def test_a_running_sync_of_one_alias_does_not_hold_up_a_reindex_of_another(shop:
         store.close()
 
 
-def test_a_live_sync_stops_when_a_reindex_hands_it_a_version_of_another_plan(
-    shop: Shop, spark: Any, cli: Path
-) -> None:
+def test_a_live_sync_stops_when_a_reindex_hands_it_a_version_of_another_plan(shop: Shop, spark: Any, cli: Path) -> None:
     """The schema changes while a sync runs, and a reindex rebuilds the alias on the new schema.
     The sync, still on the plan it started with, would write documents of the old shape into the
     new version; it stops instead (exit 3, naming the alias), and a restart follows the new plan."""
     from tests.cli_process import LoggedProcess
 
-    store, offsets = _stores(shop)
+    store = _store(shop)
     sync = LoggedProcess(
         [str(cli), "sync", "-c", str(shop.directory / "pipeline.yaml"), "--index", "products"],
         shop.directory / "logs",
         start_new_session=True,
     )
     try:
-        wait_until(lambda: sync.assert_running("sync") and bool(offsets.serving(["products"])), 300, "the sync")
+        wait_until(
+            lambda: sync.assert_running("sync") and bool(store.sync_holds.serving(["products"])), 300, "the sync"
+        )
         shop.sql("ALTER TABLE products ADD COLUMN late_column text DEFAULT 'added while syncing'")
         summary = ReindexJob(shop.pipeline, ["products"], new=True, spark_factory=lambda: spark).run()
         assert summary.status == "COMPLETED"

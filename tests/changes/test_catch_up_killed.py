@@ -15,7 +15,6 @@ import orjson
 import pytest
 
 from sparkindex.coordination.holds import HOLD_TTL_S
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, wait_until
 from tests.cli_process import LoggedProcess
@@ -34,7 +33,7 @@ def shop(tmp_path: Path, services: dict[str, str], spark: Any) -> Iterator[Shop]
 def test_a_reindex_killed_while_holding_leaves_the_sync_paused_one_lease_at_most(shop: Shop, cli: Path) -> None:
     pipeline = str(shop.directory / "pipeline.yaml")
     store = CoordinationStore(shop.pipeline.coordination_url())
-    offsets = OffsetStore(store.engine)
+    offsets = store.sync_holds
     sync = LoggedProcess([str(cli), "sync", "-c", pipeline], shop.directory / "logs", start_new_session=True)
     reindex: LoggedProcess | None = None
     try:

@@ -16,7 +16,6 @@ import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
 from sparkindex.config.urls import normalize_url
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 from sparkindex.targets.registry import open_target
@@ -64,7 +63,7 @@ def _slots(shop: Shop) -> list[str]:
 def _offsets(shop: Shop) -> dict[str, Any]:
     store = CoordinationStore(shop.pipeline.coordination_url())
     try:
-        return OffsetStore(store.engine).offsets(shop.pipeline.sync.group)
+        return store.offsets.offsets(shop.pipeline.sync.group)
     finally:
         store.close()
 

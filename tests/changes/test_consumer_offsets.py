@@ -14,7 +14,7 @@ import pytest
 
 from sparkindex.changes.consumer_offsets import carry_over, open_consumer_offsets
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import ConsumerOffsets, OffsetStore
+from sparkindex.coordination.offsets import ConsumerOffsetRows, ConsumerOffsets
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import ConfigError
 from sparkindex.targets.registry import open_target
@@ -45,13 +45,13 @@ def positions(
         store = CoordinationStore(url, f"o{abs(hash(str(tmp_path))) % 10**6}_")
         pipeline = _pipeline(tmp_path, "tantivy://index", "store")
         pipeline.coordination.prefix = store.t.partition.name.removesuffix("si_partition")
-        yield open_consumer_offsets(pipeline, store.engine, lambda: open_target("tantivy://index", tmp_path, {}))
+        yield open_consumer_offsets(pipeline, store, lambda: open_target("tantivy://index", tmp_path, {}))
         store.close()
         return
     url = engine_url(kind, request, osmem_cluster)
     target = open_target(url, tmp_path, {})
     store = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
-    offsets = open_consumer_offsets(_pipeline(tmp_path, url, "target"), store.engine, lambda: target)
+    offsets = open_consumer_offsets(_pipeline(tmp_path, url, "target"), store, lambda: target)
     assert isinstance(offsets, IndexOffsets)
     yield offsets
     target.close()
@@ -191,7 +191,7 @@ def test_tantivy_keeps_no_offsets_index(tmp_path: Path) -> None:
     store = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
     try:
         with pytest.raises(ConfigError, match=r"sync\.offsets: target: TantivyTarget cannot keep consumer offsets"):
-            open_consumer_offsets(pipeline, store.engine, lambda: open_target("tantivy://index", tmp_path, {}))
+            open_consumer_offsets(pipeline, store, lambda: open_target("tantivy://index", tmp_path, {}))
     finally:
         store.close()
 
@@ -211,8 +211,8 @@ def test_store_offsets_stay_in_the_store(tmp_path: Path) -> None:
     try:
         opened: list[str] = []
         pipeline = _pipeline(tmp_path, "tantivy://index", "store")
-        got = open_consumer_offsets(pipeline, store.engine, lambda: opened.append("target"))  # type: ignore[arg-type,return-value]
-        assert isinstance(got, OffsetStore) and opened == [], "no target opened for offsets: store"
+        got = open_consumer_offsets(pipeline, store, lambda: opened.append("target"))  # type: ignore[arg-type,return-value]
+        assert isinstance(got, ConsumerOffsetRows) and opened == [], "no target opened for offsets: store"
     finally:
         store.close()
 
@@ -231,7 +231,7 @@ def test_the_server_shows_offsets_kept_in_the_target(tmp_path: Path, osmem_clust
     try:
         assert state.sync_consumers() == []
         target = open_target(osmem_cluster.opensearch_url, tmp_path, {})
-        writer = open_consumer_offsets(pipeline, state.store.engine, lambda: target)
+        writer = open_consumer_offsets(pipeline, state.store, lambda: target)
         writer.save("shop-sync", {"products": (123456, {"lsn": "0/1E240"}, "products_v2")}, {"products": (10, 2)}, 3.5)
         [consumer] = state.sync_consumers()
         assert (consumer.group, consumer.alias, consumer.position, consumer.index) == (
@@ -257,14 +257,14 @@ def test_switching_to_target_offsets_carries_the_stores_over(tmp_path: Path, osm
     store = CoordinationStore(pipeline.coordination_url())
     target = open_target(osmem_cluster.opensearch_url, tmp_path, {})
     try:
-        OffsetStore(store.engine).save("g1", {"products": (50, {"ts": 50}, "p_v1"), "tags": (9, {"ts": 9}, "t_v1")})
-        positions = open_consumer_offsets(pipeline, store.engine, lambda: target)
+        store.offsets.save("g1", {"products": (50, {"ts": 50}, "p_v1"), "tags": (9, {"ts": 9}, "t_v1")})
+        positions = open_consumer_offsets(pipeline, store, lambda: target)
         positions.save("g1", {"tags": (70, {"ts": 70}, "t_v2")})  # the target is ahead for this one
-        assert carry_over(pipeline, store.engine, positions, "g1", ["products", "tags"]) == 1
+        assert carry_over(pipeline, store, positions, "g1", ["products", "tags"]) == 1
         got = positions.offsets("g1")
         assert (got["products"].position, got["products"].offset, got["products"].index) == (50, {"ts": 50}, "p_v1")
         assert got["tags"].position == 70, "never over a newer offset"
-        assert carry_over(pipeline, store.engine, positions, "g1", ["products", "tags"]) == 0
+        assert carry_over(pipeline, store, positions, "g1", ["products", "tags"]) == 0
     finally:
         target.close()
         store.close()

@@ -16,7 +16,6 @@ import orjson
 import pytest
 
 from sparkindex.config import load_pipeline
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.jobs.sync.deferred import due
 from sparkindex.jobs.sync.run import SyncRun
@@ -42,7 +41,7 @@ def shop(tmp_path: Path, services: dict[str, str], spark: Any) -> Iterator[Shop]
 def _records(shop: Shop) -> list[Any]:
     store = CoordinationStore(shop.pipeline.coordination_url())
     try:
-        return OffsetStore(store.engine).deferred("products")
+        return store.snapshots.deferred("products")
     finally:
         store.close()
 
@@ -120,7 +119,7 @@ def test_the_scheduled_refresh_runs_once_a_day_across_restarts(shop: Shop, spark
 def _last_run(shop: Shop) -> float | None:
     store = CoordinationStore(shop.pipeline.coordination_url())
     try:
-        return OffsetStore(store.engine).last_deferred_run(["products"])
+        return store.deferred_runs.last_deferred_run(["products"])
     finally:
         store.close()
 

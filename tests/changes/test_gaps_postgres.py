@@ -146,12 +146,11 @@ def test_a_slot_dropped_while_the_sync_runs_is_healed(shop: Shop, cli: Path) -> 
 
 
 def _applied(shop: Shop) -> int:
-    from sparkindex.coordination.offsets import OffsetStore
     from sparkindex.coordination.store import CoordinationStore
 
     store = CoordinationStore(shop.pipeline.coordination_url())
     try:
-        saved = OffsetStore(store.engine).offsets("default")
+        saved = store.offsets.offsets("default")
     finally:
         store.close()
     return saved["products"].applied if "products" in saved else 0

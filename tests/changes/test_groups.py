@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.jobs.sync.run import SyncRun
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, slot_of
@@ -44,7 +43,7 @@ def shop(tmp_path: Path, services: dict[str, str], spark: Any) -> Iterator[Shop]
 def _offsets(shop: Shop, group: str) -> dict[str, Any]:
     store = CoordinationStore(shop.pipeline.coordination_url())
     try:
-        return OffsetStore(store.engine).offsets(group)
+        return store.offsets.offsets(group)
     finally:
         store.close()
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from tests.changes.helpers import HOSTILE, KINDS, Shop, commit_position, drop_shop, make_shop, wait_until
 from tests.cli_process import LoggedProcess
@@ -98,7 +97,7 @@ def shop(tmp_path: Path, services: dict[str, str], spark: Any, kind: str) -> Ite
 def _position(shop: Shop, group: str) -> int:
     store = CoordinationStore(shop.pipeline.coordination_url())
     try:
-        return OffsetStore(store.engine).offsets(group)["products"].position
+        return store.offsets.offsets(group)["products"].position
     finally:
         store.close()
 

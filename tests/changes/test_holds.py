@@ -12,11 +12,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sparkindex.coordination.engine import make_engine
-from sparkindex.coordination.holds import LEGACY_HOLD_TTL_S
-from sparkindex.coordination.offsets import OffsetStore, make_offset_tables
+from sparkindex.coordination.holds import LEGACY_HOLD_TTL_S, SyncHolds
+from sparkindex.coordination.offsets import make_offset_tables
 from sparkindex.errors import TransientError
 from sparkindex.jobs.hold_keeper import HoldKeeper
 from tests.changes.helpers import wait_until
+from tests.coordination.helpers import concept_on
 
 
 @pytest.fixture
@@ -29,19 +30,19 @@ def engine(store_url: tuple[str, str]) -> Iterator[tuple[Engine, str]]:
 
 
 def test_a_hold_lives_only_while_it_is_renewed(engine: tuple[Engine, str]) -> None:
-    offsets = OffsetStore(*engine)
-    offsets.hold("products", "reindex:j1:a", ttl_s=1.0)
-    offsets.hold("reviews", "reindex:j1:a", ttl_s=1.0)
-    held = offsets.holds(["products", "reviews", "users"])
+    sync_holds = concept_on(SyncHolds, *engine)
+    sync_holds.hold("products", "reindex:j1:a", ttl_s=1.0)
+    sync_holds.hold("reviews", "reindex:j1:a", ttl_s=1.0)
+    held = sync_holds.holds(["products", "reviews", "users"])
     assert set(held) == {"products", "reviews"} and held["products"].expires_at is not None
-    assert offsets.renew_holds(["products"], "reindex:j1:a", ttl_s=3.0) == {"products"}
-    assert offsets.renew_holds(["products"], "reindex:other", ttl_s=3.0) == set()  # not the holder's
-    wait_until(lambda: "reviews" not in offsets.holds(["reviews"]), 10, "the unrenewed hold to expire")
-    assert set(offsets.holds(["products", "reviews"])) == {"products"}
+    assert sync_holds.renew_holds(["products"], "reindex:j1:a", ttl_s=3.0) == {"products"}
+    assert sync_holds.renew_holds(["products"], "reindex:other", ttl_s=3.0) == set()  # not the holder's
+    wait_until(lambda: "reviews" not in sync_holds.holds(["reviews"]), 10, "the unrenewed hold to expire")
+    assert set(sync_holds.holds(["products", "reviews"])) == {"products"}
     # an expired hold is not revived by its holder: a sync may have carried on meanwhile
-    assert offsets.renew_holds(["reviews"], "reindex:j1:a") == set()
-    offsets.release("products", "reindex:j1:a")
-    assert offsets.holds(["products", "reviews"]) == {}
+    assert sync_holds.renew_holds(["reviews"], "reindex:j1:a") == set()
+    sync_holds.release("products", "reindex:j1:a")
+    assert sync_holds.holds(["products", "reviews"]) == {}
 
 
 def test_holds_placed_before_the_lease_expire_after_the_legacy_ttl(engine: tuple[Engine, str]) -> None:
@@ -56,78 +57,78 @@ def test_holds_placed_before_the_lease_expire_after_the_legacy_ttl(engine: tuple
     with eng.begin() as conn:
         conn.execute(old.insert().values(alias="fresh", holder="reindex:old", since=now - 60))
         conn.execute(old.insert().values(alias="stale", holder="reindex:dead", since=now - LEGACY_HOLD_TTL_S - 60))
-    offsets = OffsetStore(eng, prefix)
-    held = offsets.holds(["fresh", "stale"])
+    sync_holds = concept_on(SyncHolds, eng, prefix)
+    held = sync_holds.holds(["fresh", "stale"])
     assert set(held) == {"fresh"} and held["fresh"].expires_at is None
-    offsets.hold("stale", "reindex:new")  # a new hold replaces the dead one
-    assert offsets.holds(["stale"])["stale"].holder == "reindex:new"
+    sync_holds.hold("stale", "reindex:new")  # a new hold replaces the dead one
+    assert sync_holds.holds(["stale"])["stale"].holder == "reindex:new"
 
 
 def test_syncs_announce_the_aliases_they_serve(engine: tuple[Engine, str]) -> None:
-    offsets = OffsetStore(*engine)
-    offsets.announce("default", ["products"], "sync-a", ttl_s=30.0)  # sync --index products
-    offsets.announce("default", ["products", "reviews"], "sync-b", ttl_s=30.0)
-    offsets.announce("mirror", ["reviews"], "sync-c", ttl_s=1.0)
-    assert {a: sorted(h) for a, h in offsets.serving(["products", "reviews"]).items()} == {
+    sync_holds = concept_on(SyncHolds, *engine)
+    sync_holds.announce("default", ["products"], "sync-a", ttl_s=30.0)  # sync --index products
+    sync_holds.announce("default", ["products", "reviews"], "sync-b", ttl_s=30.0)
+    sync_holds.announce("mirror", ["reviews"], "sync-c", ttl_s=1.0)
+    assert {a: sorted(h) for a, h in sync_holds.serving(["products", "reviews"]).items()} == {
         "products": ["sync-a", "sync-b"],
         "reviews": ["sync-b", "sync-c"],
     }
-    assert offsets.serving(["users"]) == {}
+    assert sync_holds.serving(["users"]) == {}
     # a renewal that names fewer aliases drops the others
-    offsets.announce("default", ["reviews"], "sync-b", ttl_s=30.0)
-    assert offsets.serving(["products"]) == {"products": ["sync-a"]}
+    sync_holds.announce("default", ["reviews"], "sync-b", ttl_s=30.0)
+    assert sync_holds.serving(["products"]) == {"products": ["sync-a"]}
     # a sync that stops retires; one that was killed expires
-    offsets.retire("default", "sync-a")
-    assert offsets.serving(["products"]) == {}
-    wait_until(lambda: offsets.serving(["reviews"]) == {"reviews": ["sync-b"]}, 10, "sync-c to expire")
+    sync_holds.retire("default", "sync-a")
+    assert sync_holds.serving(["products"]) == {}
+    wait_until(lambda: sync_holds.serving(["reviews"]) == {"reviews": ["sync-b"]}, 10, "sync-c to expire")
     # a pause is recorded for the sync that paused, against the hold it answered
-    offsets.hold("reviews", "reindex:j2:x")
-    offsets.pause("reviews", "reindex:j2:x", 42, "sync-b")
-    [row] = offsets.presence(["reviews"])
+    sync_holds.hold("reviews", "reindex:j2:x")
+    sync_holds.pause("reviews", "reindex:j2:x", 42, "sync-b")
+    [row] = sync_holds.presence(["reviews"])
     assert (row.holder, row.paused_for, row.paused_at) == ("sync-b", "reindex:j2:x", 42)
-    assert offsets.holds(["reviews"])["reviews"].paused_by == "sync-b"
+    assert sync_holds.holds(["reviews"])["reviews"].paused_by == "sync-b"
     # a sync that paused, then announces afresh (its row expired while it waited), stays paused
-    offsets.retire("default", "sync-b")
-    offsets.announce("default", ["reviews"], "sync-b", ttl_s=30.0)
-    [row] = offsets.presence(["reviews"])
+    sync_holds.retire("default", "sync-b")
+    sync_holds.announce("default", ["reviews"], "sync-b", ttl_s=30.0)
+    [row] = sync_holds.presence(["reviews"])
     assert (row.paused_for, row.paused_at) == ("reindex:j2:x", 42)
 
 
 def test_a_reindex_records_its_start_and_its_swaps(engine: tuple[Engine, str]) -> None:
-    offsets = OffsetStore(*engine)
-    offsets.record_starts(
+    sync_holds = concept_on(SyncHolds, *engine)
+    sync_holds.record_starts(
         "job1", {"products": (7, {"lsn": 7}, "products_v2"), "reviews": (7, {"lsn": 7}, "reviews_v2")}
     )
-    assert offsets.starts("job1") == {"products": (7, {"lsn": 7}), "reviews": (7, {"lsn": 7})}
-    assert offsets.swaps("job1") == {}
-    offsets.record_swap("job1", "products", "products_v2", 3)
-    offsets.record_swap("job2", "users", "users_v5", None)  # a job without a recorded start
-    assert offsets.swaps("job1") == {"products": "products_v2"}
-    assert offsets.swaps("job2") == {"users": "users_v5"}
-    offsets.forget_handover("job1")
-    assert offsets.starts("job1") == {} and offsets.swaps("job1") == {}
-    assert offsets.swaps("job2") == {"users": "users_v5"}
+    assert sync_holds.starts("job1") == {"products": (7, {"lsn": 7}), "reviews": (7, {"lsn": 7})}
+    assert sync_holds.swaps("job1") == {}
+    sync_holds.record_swap("job1", "products", "products_v2", 3)
+    sync_holds.record_swap("job2", "users", "users_v5", None)  # a job without a recorded start
+    assert sync_holds.swaps("job1") == {"products": "products_v2"}
+    assert sync_holds.swaps("job2") == {"users": "users_v5"}
+    sync_holds.forget_handover("job1")
+    assert sync_holds.starts("job1") == {} and sync_holds.swaps("job1") == {}
+    assert sync_holds.swaps("job2") == {"users": "users_v5"}
 
 
 def test_the_keeper_renews_holds_until_released(engine: tuple[Engine, str]) -> None:
-    offsets = OffsetStore(*engine)
-    keeper = HoldKeeper(offsets, ["products", "reviews"], "reindex:j3:k", ttl_s=1.0, every_s=0.1)
+    sync_holds = concept_on(SyncHolds, *engine)
+    keeper = HoldKeeper(sync_holds, ["products", "reviews"], "reindex:j3:k", ttl_s=1.0, every_s=0.1)
     keeper.start()
     try:
         time.sleep(2.5)  # two and a half leases: only renewals keep the holds
-        assert set(offsets.holds(["products", "reviews"])) == {"products", "reviews"}
+        assert set(sync_holds.holds(["products", "reviews"])) == {"products", "reviews"}
         keeper.check()
         assert keeper.lost is None
     finally:
         keeper.release()
-    assert offsets.holds(["products", "reviews"]) == {}
+    assert sync_holds.holds(["products", "reviews"]) == {}
     # a hold taken by someone else (a rerun of the job after this driver was presumed dead) is lost
-    other = HoldKeeper(offsets, ["products"], "reindex:j3:k2", ttl_s=30.0, every_s=10.0)
+    other = HoldKeeper(sync_holds, ["products"], "reindex:j3:k2", ttl_s=30.0, every_s=10.0)
     other.start()
     try:
-        offsets.hold("products", "reindex:j3:k3")
+        sync_holds.hold("products", "reindex:j3:k3")
         with pytest.raises(TransientError, match="expired or was replaced"):
             other.check()
     finally:
         other.release()
-    assert offsets.holds(["products"])["products"].holder == "reindex:j3:k3"  # not ours to release
+    assert sync_holds.holds(["products"])["products"].holder == "reindex:j3:k3"  # not ours to release

@@ -14,18 +14,19 @@ import pytest
 from chaos.clock import run_python_jumped
 
 from sparkindex.coordination.engine import make_engine
-from sparkindex.coordination.offsets import OffsetStore, make_offset_tables
+from sparkindex.coordination.holds import SyncHolds
+from sparkindex.coordination.offsets import make_offset_tables
+from tests.coordination.helpers import concept_on
 from tests.e2e.shop import fresh_database
 
 pytestmark = pytest.mark.postgres
 
 READER = """
 import sys, orjson
-from sparkindex.coordination.engine import make_engine
-from sparkindex.coordination.offsets import OffsetStore
-offsets = OffsetStore(make_engine(sys.argv[1]), "")
-print(orjson.dumps({"holds": sorted(offsets.holds(["products", "reviews"])),
-                    "serving": sorted(offsets.serving(["products"]))}).decode())
+from sparkindex.coordination.store import CoordinationStore
+holds = CoordinationStore(sys.argv[1]).sync_holds
+print(orjson.dumps({"holds": sorted(holds.holds(["products", "reviews"])),
+                    "serving": sorted(holds.serving(["products"]))}).decode())
 """
 
 
@@ -36,10 +37,10 @@ def test_a_reader_with_a_jumped_clock_sees_the_live_holds(
     url = fresh_database(services["postgres"], "holds_clock")
     engine = make_engine(url)
     try:
-        offsets = OffsetStore(engine, "")
-        offsets.hold("products", "reindex:j1:a", ttl_s=30.0)
-        offsets.hold("reviews", "reindex:j0:a", ttl_s=-5.0)  # expired already, by the store's clock
-        offsets.announce("default", ["products"], "sync:a", ttl_s=30.0)
+        holds = concept_on(SyncHolds, engine, "")
+        holds.hold("products", "reindex:j1:a", ttl_s=30.0)
+        holds.hold("reviews", "reindex:j0:a", ttl_s=-5.0)  # expired already, by the store's clock
+        holds.announce("default", ["products"], "sync:a", ttl_s=30.0)
         seen = orjson.loads(run_python_jumped(tmp_path / "clock", jump_s, READER, url))
         assert seen == {"holds": ["products"], "serving": ["products"]}
     finally:

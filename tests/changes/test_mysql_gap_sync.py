@@ -21,7 +21,6 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config.urls import normalize_url
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import generate_shop
 from sparkindex.errors import LogGap
@@ -75,7 +74,7 @@ def stored_gtid(shop: Shop) -> str:
     p = shop.pipeline
     store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
     try:
-        return str(OffsetStore(store.engine, p.coordination.prefix).offsets(p.sync.group)["products"].offset["gtid"])
+        return str(store.offsets.offsets(p.sync.group)["products"].offset["gtid"])
     finally:
         store.engine.dispose()
 

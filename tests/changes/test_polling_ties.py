@@ -18,7 +18,6 @@ import sqlalchemy as sa
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.config.urls import normalize_url
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 from sparkindex.documents.planning import resolve_plans
@@ -234,7 +233,7 @@ def test_an_offset_stored_before_cursors_resumes(tmp_path: Path, spark: Any) -> 
     _sync(pipeline, spark)
     _sql(db, f"UPDATE products SET name = name || ' v2', version = 5 WHERE id <= {TIED}")
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    offsets = OffsetStore(store.engine, pipeline.coordination.prefix)
+    offsets = store.offsets
     [(alias, saved)] = offsets.offsets(pipeline.sync.group).items()
     offsets.save(pipeline.sync.group, {alias: (5, {"ts": 5, "w": [], "d": 3}, saved.index)})
     summary = _sync(pipeline, spark)

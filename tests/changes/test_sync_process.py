@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 import pytest
 
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from tests.changes.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, wait_until
 from tests.cli_process import LoggedProcess
@@ -42,7 +41,7 @@ def _start_sync(cli: Path, shop: Shop, *extra: str) -> LoggedProcess:
 
 def _applied(shop: Shop) -> int:
     store = CoordinationStore(shop.pipeline.coordination_url())
-    offsets = OffsetStore(store.engine).offsets("default")
+    offsets = store.offsets.offsets("default")
     store.close()
     return offsets["products"].applied if "products" in offsets else 0
 

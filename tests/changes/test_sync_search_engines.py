@@ -13,7 +13,6 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.changes.consumer_offsets import open_consumer_offsets
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.search_engine.offsets import IndexOffsets, checkpoint_id
@@ -54,7 +53,7 @@ def ledger_rows(shop: Shop) -> int:
     p = shop.pipeline
     store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
     try:
-        table = OffsetStore(store.engine, p.coordination.prefix).t.doc_version
+        table = store.t.doc_version
         with store.engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
     finally:
@@ -70,7 +69,7 @@ def _index_offsets(shop: Shop) -> IndexOffsets:
     p = shop.pipeline
     store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
     target = open_target(p.target.url, p.base_dir, p.target.options)
-    offsets = open_consumer_offsets(p, store.engine, lambda: target)
+    offsets = open_consumer_offsets(p, store, lambda: target)
     store.close()
     assert isinstance(offsets, IndexOffsets)
     return offsets
@@ -80,7 +79,7 @@ def _store_offsets(shop: Shop) -> dict[str, Any]:
     p = shop.pipeline
     store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
     try:
-        return dict(OffsetStore(store.engine, p.coordination.prefix).offsets("default"))
+        return dict(store.offsets.offsets("default"))
     finally:
         store.close()
 

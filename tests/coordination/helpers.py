@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import time
+from typing import TypeVar
 
+from sqlalchemy.engine import Engine
+
+from sparkindex.coordination.base import StoreBase
+from sparkindex.coordination.engine import ensure_schema
 from sparkindex.coordination.records import JobRecord, PartitionSpec
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.coordination.tables import make_tables
 
 J = JobStatus
 P = PartitionStatus
+C = TypeVar("C", bound=StoreBase)
 LONG_AGO = 1_000.0  # seconds in the past for a heartbeat that is certainly stale
 
 
@@ -90,3 +97,11 @@ def claim_all(url: str, prefix: str, ids: list[str], n: int, barrier: object, re
     finally:
         store.close()
         results.put((n, got, error))  # type: ignore[attr-defined]
+
+
+def concept_on(kind: type[C], engine: Engine, prefix: str = "") -> C:
+    """One concept of the store (holds, offsets, the ledger...) on *engine*, its schema made current
+    first, as opening the store does: for tests that shape the tables by hand before."""
+    tables = make_tables(prefix)
+    ensure_schema(engine, tables)
+    return kind(engine, tables)

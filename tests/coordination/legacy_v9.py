@@ -3,7 +3,7 @@ here so that upgrade tests keep building that store whatever the current schema 
 
 Two parts: the versioned core (``make_v9_core``: a copy of that commit's ``make_tables``), and the
 tables the same code created on first use, outside the versioned schema (``make_first_use``): by
-``OffsetStore`` (offsets, version ledger, change snapshots, deferred runs, holds, presence,
+the old ``OffsetStore`` (offsets, version ledger, change snapshots, deferred runs, holds, presence,
 hand-overs), ``SyncEvents`` (events, gaps), ``VerifyRuns`` and the dead-letter resolutions. Those
 could exist in an older shape than ed93f79 defined, since ``create_all`` never changed a table that
 existed: ``old=True`` gives the shapes before the columns added later (``sync_offset`` without

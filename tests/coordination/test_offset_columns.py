@@ -8,7 +8,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from sparkindex.coordination.engine import make_engine
-from sparkindex.coordination.offsets import OffsetStore, make_offset_tables
+from sparkindex.coordination.offsets import ConsumerOffsetRows, make_offset_tables
+from tests.coordination.helpers import concept_on
 
 
 def test_an_offsets_table_from_before_gets_the_new_column(store_url: tuple[str, str]) -> None:
@@ -19,9 +20,9 @@ def test_an_offsets_table_from_before_gets_the_new_column(store_url: tuple[str, 
     sa.Table(tables.offset.name, before, *[c._copy() for c in tables.offset.columns if c.name != "retained_bytes"])
     try:
         before.create_all(engine)
-        offsets = OffsetStore(engine, prefix)
+        offsets = concept_on(ConsumerOffsetRows, engine, prefix)
         offsets.save("g", {"products": (5, {"lsn": 5}, "products_v1")}, retained_bytes=7_340_032)
-        OffsetStore(engine, prefix)  # the next process finds the column there
+        concept_on(ConsumerOffsetRows, engine, prefix)  # the next process finds the column there
         with engine.connect() as conn:
             stored = conn.execute(sa.select(tables.offset.c.retained_bytes)).scalar_one()
         assert stored == 7_340_032

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.states import JobStatus
 from tests.e2e.shop import wait_for
 from tests.server.conftest import ServerProcess
@@ -96,7 +95,7 @@ def test_bad_requests_get_clear_errors(server: ServerProcess, populated: Populat
 def test_sync_consumers_appear_when_a_sync_saves_offsets(server: ServerProcess, populated: Populated) -> None:
     assert server.get("/api/sync") == {"consumers": []}
     # what `sparkindex sync` writes (the change-capture engine's own offset store)
-    offsets = OffsetStore(populated.store.engine)
+    offsets = populated.store.offsets
     offsets.save(
         "shop-sync",
         {"products": (123456, {"lsn": "0/1E240"}, "products_v2")},

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.join_removals import child_deletes, current_parents, removed_children
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.documents.join import parent_prefixes
@@ -74,17 +73,15 @@ class Applier:
     def __init__(
         self,
         target: Target,
-        offsets: OffsetStore,
-        store: CoordinationStore | None,
+        store: CoordinationStore,
         job_id: str,
         batch_size: int = 1000,
     ) -> None:
         self.target = target
-        self.offsets = offsets
         self.store = store
         self.job_id = job_id  # dead letters are filed under it ("sync:<group>", a reindex job)
         self.batch_size = batch_size
-        self.ledger = not target.honours_versions
+        self.keeps_ledger = not target.honours_versions
 
     def apply(self, consumer: Consumer, index: str, changes: Sequence[Change]) -> Counts:
         """Apply *changes* to *index* for *consumer*; raises :class:`TransientError` when the
@@ -205,8 +202,8 @@ class Applier:
         """Write *items*, dropping those older than what the index holds (ledger targets; the
         engines refuse them themselves and say so per item)."""
         counts = Counts()
-        if self.ledger:
-            held = self.offsets.versions(index, [i.id for i in items])
+        if self.keeps_ledger:
+            held = self.store.ledger.versions(index, [i.id for i in items])
             fresh = [i for i in items if i.version is None or i.version >= held.get(i.id, -1)]
             counts.skipped += len(items) - len(fresh)
             items = fresh
@@ -230,8 +227,8 @@ class Applier:
                 counts.deleted += 1
             else:
                 counts.applied += 1
-        if self.ledger:
-            self.offsets.record_versions(
+        if self.keeps_ledger:
+            self.store.ledger.record_versions(
                 index, {i.id: i.version for i in items if i.id in ok and i.version is not None}
             )
         return counts
@@ -239,8 +236,7 @@ class Applier:
     def _dead_letter(self, alias: str, failures: list[tuple[str, str, str]]) -> None:
         for doc_id, error_class, message in failures[:5]:
             log.warning("%s: document %s not indexed (%s): %s", alias, doc_id, error_class, message[:300])
-        if self.store is not None:
-            self.store.dead_letters.add(self.job_id, alias, None, failures, attempt=None)
+        self.store.dead_letters.add(self.job_id, alias, None, failures, attempt=None)
 
     def _defer(self, consumer: Consumer, changes: Sequence[Change]) -> None:
         pk_of: Callable[[str], Sequence[str]] = lambda t: consumer.fanout.source.table(t).primary_key  # noqa: E731
@@ -250,7 +246,7 @@ class Applier:
             image = change.old or change.new or {}
             key = dump_key([image.get(c) for c in pk]) or "[]"
             records.append((change.table, key, change.values(), change.position))
-        self.offsets.defer(consumer.alias, records)
+        self.store.snapshots.defer(consumer.alias, records)
 
 
 def _indexed_keys(

@@ -15,10 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from sqlalchemy.engine import Engine
-
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import ConsumerOffsets, OffsetStore
+from sparkindex.coordination.offsets import ConsumerOffsets
+from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import ConfigError
 from sparkindex.targets.base import TargetHandle
 from sparkindex.targets.offsets_host import offsets_host
@@ -34,12 +33,12 @@ def offsets_namespace(pipeline: Pipeline) -> str:
 
 
 def open_consumer_offsets(
-    pipeline: Pipeline, store_engine: Engine, target: Callable[[], TargetHandle]
+    pipeline: Pipeline, store: CoordinationStore, target: Callable[[], TargetHandle]
 ) -> ConsumerOffsets:
     """*target* is called only for ``sync.offsets: target``."""
     sync = pipeline.sync
     if sync.offsets == "store":
-        return OffsetStore(store_engine, pipeline.coordination.prefix)
+        return store.offsets
     try:
         return offsets_host(target()).consumer_offsets(
             sync.offsets_index, offsets_namespace(pipeline), sync.offsets_retention_days * 86400.0, sync.offsets_cache
@@ -49,14 +48,14 @@ def open_consumer_offsets(
 
 
 def carry_over(
-    pipeline: Pipeline, store_engine: Engine, positions: ConsumerOffsets, group: str, aliases: Sequence[str]
+    pipeline: Pipeline, store: CoordinationStore, positions: ConsumerOffsets, group: str, aliases: Sequence[str]
 ) -> int:
     """With ``sync.offsets: target``: copy the store's offsets of *group* for *aliases* the target
     does not hold yet (a pipeline switched from the store); returns how many were copied."""
     if pipeline.sync.offsets != "target":
         return 0
     held = positions.offsets(group)
-    stored = OffsetStore(store_engine, pipeline.coordination.prefix).offsets(group)
+    stored = store.offsets.offsets(group)
     moved = {a: (o.position, o.offset, o.index) for a, o in stored.items() if a in aliases and a not in held}
     if moved:
         positions.save(group, moved)

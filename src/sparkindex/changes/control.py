@@ -52,7 +52,7 @@ def drop_consumer(pipeline: Pipeline, group: str) -> bool:
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     try:
-        open_consumer_offsets(pipeline, store.engine, lambda: target).forget(group)
+        open_consumer_offsets(pipeline, store, lambda: target).forget(group)
     finally:
         target.close()
         store.close()

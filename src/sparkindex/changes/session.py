@@ -20,7 +20,6 @@ from sparkindex.changes.apply import Applier, Consumer, Counts
 from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.source import open_change_source
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.plan import KEPT_PLAN_SETS, IndexPlan, shipped_plan
@@ -104,6 +103,5 @@ def sync_context(wire: str, run: str) -> SyncContext:
     source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    offsets = OffsetStore(store.engine, pipeline.coordination.prefix)
-    applier = Applier(target, offsets, store, str(data["job_id"]), pipeline.job.batch_size)
+    applier = Applier(target, store, str(data["job_id"]), pipeline.job.batch_size)
     return SyncContext(pipeline, data, source, applier)

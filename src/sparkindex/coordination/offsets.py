@@ -9,8 +9,10 @@ consumer can read them), so a sync that restarts on another machine resumes from
 
 Change capture keeps more in the store, each concept in its own module: the version ledger
 (:mod:`.ledger`), change snapshots (:mod:`.snapshots`), holds with their lease, sync presence and
-hand-overs (:mod:`.holds`), deferred runs (:mod:`.deferred_runs`). :class:`OffsetStore` opens
-them all over one engine for the callers that take one object for change capture's state.
+hand-overs (:mod:`.holds`), deferred runs (:mod:`.deferred_runs`). The
+:class:`~sparkindex.coordination.store.CoordinationStore` offers each on its own
+(``store.offsets``, ``store.ledger``, ``store.snapshots``, ``store.sync_holds``,
+``store.deferred_runs``); no caller takes one object for all of them.
 """
 
 from __future__ import annotations
@@ -22,14 +24,10 @@ from typing import Any, Protocol
 
 import orjson
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
 
 from sparkindex.coordination.base import StoreBase, rerun_on_conflict
-from sparkindex.coordination.deferred_runs import DeferredRuns
-from sparkindex.coordination.engine import ensure_schema
-from sparkindex.coordination.holds import Hold, HoldTables, Presence, SyncHolds
-from sparkindex.coordination.ledger import VersionLedger
-from sparkindex.coordination.snapshots import ChangeSnapshots, DeferredChange
+from sparkindex.coordination.holds import Hold, HoldTables, Presence
+from sparkindex.coordination.snapshots import DeferredChange
 from sparkindex.coordination.tables import make_tables
 
 __all__ = [
@@ -38,7 +36,6 @@ __all__ = [
     "DeferredChange",
     "GroupOffset",
     "Hold",
-    "OffsetStore",
     "Presence",
     "make_offset_tables",
 ]
@@ -155,20 +152,6 @@ class ConsumerOffsetRows(StoreBase):
             cond = sa.and_(cond, t.c.alias.in_(list(aliases)))
         with self.engine.begin() as conn:
             conn.execute(t.delete().where(cond))
-
-
-class OffsetStore(ConsumerOffsetRows, VersionLedger, ChangeSnapshots, SyncHolds, DeferredRuns):
-    """Change capture's state in the store over one engine: consumer offsets, the version ledger,
-    change snapshots, holds and deferred runs, each from its own module. Opening it makes sure the
-    store's schema is current (:func:`coordination.engine.ensure_schema`), as opening the
-    :class:`~sparkindex.coordination.store.CoordinationStore` does, which offers each concept on
-    its own (``store.offsets``, ``store.ledger``, ``store.snapshots``, ``store.sync_holds``,
-    ``store.deferred_runs``)."""
-
-    def __init__(self, engine: Engine, prefix: str = "") -> None:
-        tables = make_tables(prefix)
-        ensure_schema(engine, tables)
-        super().__init__(engine, tables)
 
 
 @dataclass(frozen=True)

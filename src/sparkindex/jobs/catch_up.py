@@ -48,7 +48,7 @@ from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.session import watched_tables
 from sparkindex.changes.source import LOG_SOURCES, open_change_source, source_kind
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import GroupOffset, OffsetStore
+from sparkindex.coordination.offsets import GroupOffset
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import ConfigError, PermanentError, TransientError
@@ -111,10 +111,10 @@ class CatchUp:
         self.store = store
         self.aliases = list(aliases)
         self.spark = spark
-        self.offsets = OffsetStore(store.engine, pipeline.coordination.prefix)  # holds, hand-over records
+        self.holds = store.sync_holds  # holds, presence and hand-over records
         #: consumer positions, the catch-up's own and the live groups' it hands over to
         self.positions = open_consumer_offsets(
-            pipeline, store.engine, lambda: open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+            pipeline, store, lambda: open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
         )
         self.consumer = catch_up_consumer(self.aliases)
         self.run = uuid.uuid4().hex[:8]  # this driver's holds: a rerun's are never taken for ours
@@ -146,7 +146,7 @@ class CatchUp:
                 )
             else:
                 p0 = changes.head()
-                self.offsets.record_starts(job_id, {a: (changes.position(p0), p0, targets[a]) for a in self.aliases})
+                self.holds.record_starts(job_id, {a: (changes.position(p0), p0, targets[a]) for a in self.aliases})
         finally:
             changes.close()
         log.info("reindex %s (%s): changes from position %s on are handed on", job_id, mode, p0)
@@ -174,7 +174,7 @@ class CatchUp:
         """Whether a running sync serves one of the aliases, or a consumer group has an offset for
         one that its log still serves (a group whose slot is gone reconciles anyway: no slot is
         made for it here)."""
-        if self.offsets.serving(self.aliases):
+        if self.holds.serving(self.aliases):
             return True
         for group in self._live_groups(with_default=False):
             stored = self.positions.offsets(group)
@@ -223,7 +223,7 @@ class CatchUp:
 
     def swapped(self, job_id: str) -> dict[str, str]:
         """alias -> index, for the swaps this job recorded (an earlier run failed after them)."""
-        return self.offsets.swaps(job_id)
+        return self.holds.swaps(job_id)
 
     # -- 2. to 4. ----------------------------------------------------------------------------------
     def swap_and_hand_over(
@@ -238,14 +238,14 @@ class CatchUp:
         over, release. Aliases not in *pending* were swapped by an earlier run of the job: their
         hand-over is finished without catching up again."""
         full = self.active(job_id)
-        if not full and not self.offsets.starts(job_id):
+        if not full and not self.holds.starts(job_id):
             for alias, index in pending.items():  # nothing recorded: nothing to hand over
                 swap(alias, index)
             return
         try:
             if full and pending:
                 self._rounds(job_id, targets)
-            self.keeper = HoldKeeper(self.offsets, self.aliases, self.holder(job_id))
+            self.keeper = HoldKeeper(self.holds, self.aliases, self.holder(job_id))
             self.keeper.start()
             self._wait_for_paused_syncs()
             if full and pending:
@@ -253,7 +253,7 @@ class CatchUp:
             for alias, index in pending.items():
                 self.keeper.check()
                 swap(alias, index)
-                self.offsets.record_swap(job_id, alias, index, fence.get(alias))
+                self.holds.record_swap(job_id, alias, index, fence.get(alias))
             self._hand_over(job_id, targets, full)
         finally:
             self.release()
@@ -341,7 +341,7 @@ class CatchUp:
     def _unpaused(self) -> list[str]:
         """The running syncs that serve a held alias and have not paused it for our hold."""
         holder = self.keeper.holder if self.keeper is not None else ""
-        everyone = self.offsets.presence()
+        everyone = self.holds.presence()
         waiting = [
             f"{p.holder} (group {p.group}, alias {p.alias})"
             for p in everyone
@@ -353,7 +353,7 @@ class CatchUp:
         announced = {p.holder for p in everyone}
         legacy = [h for g in self._live_groups() for h in self._sync_holders(g) if h not in announced]
         if legacy:
-            holds = self.offsets.holds(self.aliases)
+            holds = self.holds.holds(self.aliases)
             silent = [a for a in self.aliases if a not in holds or holds[a].paused_by is None]
             waiting += [f"{h} (alias {a})" for h in legacy for a in silent]
         return waiting
@@ -376,7 +376,7 @@ class CatchUp:
         if full:
             caught = {a: (o.position, o.offset) for a, o in self.positions.offsets(catch_up_group(job_id)).items()}
         else:
-            caught = self.offsets.starts(job_id)
+            caught = self.holds.starts(job_id)
         missing = [a for a in self.aliases if a not in caught]
         if missing:
             raise PermanentError(f"reindex {job_id}: no caught-up position for alias(es) {', '.join(missing)}")
@@ -408,7 +408,7 @@ class CatchUp:
             finally:
                 changes.close()
             self.positions.forget(catch_up_group(job_id))
-        self.offsets.forget_handover(job_id)
+        self.holds.forget_handover(job_id)
 
     def release(self) -> None:
         keeper, self.keeper = self.keeper, None

@@ -18,8 +18,7 @@ from collections.abc import Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from sparkindex.coordination.holds import HOLD_TTL_S
-from sparkindex.coordination.offsets import OffsetStore
+from sparkindex.coordination.holds import HOLD_TTL_S, SyncHolds
 from sparkindex.errors import SparkIndexError, TransientError
 
 log = logging.getLogger(__name__)
@@ -31,13 +30,13 @@ HOLD_RENEW_S = 5.0
 class HoldKeeper:
     def __init__(
         self,
-        offsets: OffsetStore,
+        holds: SyncHolds,
         aliases: Sequence[str],
         holder: str,
         ttl_s: float = HOLD_TTL_S,
         every_s: float = HOLD_RENEW_S,
     ) -> None:
-        self.offsets = offsets
+        self.holds = holds
         self.aliases = list(aliases)
         self.holder = holder
         self.ttl_s = ttl_s
@@ -49,7 +48,7 @@ class HoldKeeper:
     def start(self) -> None:
         """Place the holds and keep them alive."""
         for alias in self.aliases:
-            self.offsets.hold(alias, self.holder, self.ttl_s)
+            self.holds.hold(alias, self.holder, self.ttl_s)
         self._thread.start()
 
     def _run(self) -> None:
@@ -69,7 +68,7 @@ class HoldKeeper:
                 self.lost = f"holds on {', '.join(self.aliases)}: the keeper stopped on {exc!r}"
 
     def _renew(self) -> None:
-        held = self.offsets.renew_holds(self.aliases, self.holder, self.ttl_s)
+        held = self.holds.renew_holds(self.aliases, self.holder, self.ttl_s)
         gone = [a for a in self.aliases if a not in held]
         if gone and self.lost is None:
             self.lost = (
@@ -93,6 +92,6 @@ class HoldKeeper:
             self._thread.join(timeout=5)
         for alias in self.aliases:
             try:
-                self.offsets.release(alias, self.holder)
+                self.holds.release(alias, self.holder)
             except (SQLAlchemyError, SparkIndexError, OSError) as exc:
                 log.warning("releasing the hold on %s failed (it expires within %.0f s): %s", alias, self.ttl_s, exc)

@@ -67,7 +67,7 @@ class ServerState:
             return self.views.sync_consumers()
         try:
             if self._offsets is None:
-                self._offsets = open_consumer_offsets(self.pipeline, self.store.engine, self._open_target)
+                self._offsets = open_consumer_offsets(self.pipeline, self.store, self._open_target)
             groups = self._offsets.every_group()
         except SparkIndexError as exc:
             log.warning("consumer offsets in the target could not be read: %s", exc)

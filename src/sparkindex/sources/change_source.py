@@ -161,5 +161,3 @@ class ChangeSource(ABC):
 
     def close(self) -> None:
         """Release connections."""
-
-

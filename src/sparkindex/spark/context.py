@@ -84,9 +84,7 @@ class WorkerContext:
 
         return builder
 
-    def partition_worker(
-        self, job_id: str, run_id: str, plans: Mapping[str, IndexPlan], key: str
-    ) -> PartitionWorker:
+    def partition_worker(self, job_id: str, run_id: str, plans: Mapping[str, IndexPlan], key: str) -> PartitionWorker:
         indexes = self.store.job(job_id).targets
         return PartitionWorker(
             self.store, self.target, self.builders(plans, key), job_id, run_id, indexes, worker_settings(self.pipeline)

@@ -24,7 +24,6 @@ from sparkindex.changes.fanout import FanOut
 from sparkindex.changes.session import resolve_consumer_plan, sync_context, watched_tables
 from sparkindex.changes.source import open_change_source
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.documents.planning import selected_aliases
@@ -74,7 +73,6 @@ def apply_deferred(
     source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    offsets = OffsetStore(store.engine, pipeline.coordination.prefix)
     started = time.time()  # changes deferred after this wait for the next refresh
     chosen = selected_aliases(pipeline, aliases)
     fanouts = {a: FanOut(resolve_consumer_plan(pipeline, source, a), source) for a in chosen}
@@ -85,7 +83,7 @@ def apply_deferred(
         changes.close()
     totals = {"records": 0, "documents": 0, "applied": 0, "deleted": 0, "failed": 0}
     for alias, fanout in fanouts.items():
-        records = offsets.deferred(alias)
+        records = store.snapshots.deferred(alias)
         index = target.alias_target(alias)
         if not records or index is None:
             continue
@@ -99,10 +97,10 @@ def apply_deferred(
             for row in rows:
                 for k in ("applied", "deleted", "failed"):
                     totals[k] += int(row[k])
-        offsets.clear_deferred(alias, records)
+        store.snapshots.clear_deferred(alias, records)
         totals["records"] += len(records)
         totals["documents"] += len(keys)
-    offsets.record_deferred_run(chosen, started)
+    store.deferred_runs.record_deferred_run(chosen, started)
     return totals
 
 

@@ -13,7 +13,8 @@ import threading
 from sparkindex.changes.session import resolve_consumer_plan
 from sparkindex.changes.sync_errors import brief
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset, OffsetStore
+from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
+from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import ConfigError, PermanentError, TransientError
 from sparkindex.jobs.fingerprint import plan_fingerprint
@@ -30,7 +31,7 @@ class HoldAnswering:
     lock: bool
     holder: str
     hold_owner: str | None
-    offsets: OffsetStore
+    store: CoordinationStore
     positions: ConsumerOffsets
     stop_requested: threading.Event
     _was_held: bool
@@ -43,7 +44,7 @@ class HoldAnswering:
         """Answer every hold on our aliases with the position we applied; True if any is held."""
         if self.lock is False:
             return False  # a catch-up: it is the holder, not a live sync
-        holds = {a: h for a, h in self.offsets.holds(self.aliases).items() if h.holder != self.hold_owner}
+        holds = {a: h for a, h in self.store.sync_holds.holds(self.aliases).items() if h.holder != self.hold_owner}
         if not holds:
             if self._was_held:  # a hand-over just ended: the alias may point at a version of another plan
                 self._was_held = not self._after_hand_over()
@@ -53,7 +54,7 @@ class HoldAnswering:
         for alias, hold in holds.items():
             if hold.paused_by != self.holder:
                 mine = saved.get(alias)  # none yet: a first sync, or a gap about to be reconciled
-                self.offsets.pause(alias, hold.holder, mine.position if mine else 0, self.holder)
+                self.store.sync_holds.pause(alias, hold.holder, mine.position if mine else 0, self.holder)
         return bool(holds)
 
     def _wait_for_holds(self) -> dict[str, GroupOffset]:

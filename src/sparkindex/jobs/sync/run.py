@@ -37,7 +37,6 @@ from sparkindex.changes.source import open_change_source
 from sparkindex.changes.sync_errors import brief
 from sparkindex.changes.sync_lock import LOCK_REFRESH_S, LOCK_TTL_S, source_key, sync_lock_key
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import OffsetStore
 from sparkindex.coordination.recovery import holder_is_dead, holder_name
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.sync_events import SyncEvents
@@ -135,17 +134,16 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
         self.changes: ChangeSource = open_change_source(p, self.source, self.tables, self.consumer)
         self.changes.check()
         self.store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
-        self.offsets = OffsetStore(self.store.engine, p.coordination.prefix)  # holds, deferred runs
         self.events = SyncEvents(self.store.engine, p.coordination.prefix)
         #: the group's acknowledged positions: the store's, or the target's offsets index
-        self.positions = open_consumer_offsets(p, self.store.engine, lambda: self.target)
+        self.positions = open_consumer_offsets(p, self.store, lambda: self.target)
 
     def _initial(self) -> dict[str, Any]:
         """Prove the log can serve every stored offset (guarantee 9: heal or refuse a gap), start
         (and create) the source, give new aliases the offset of now; return the offset of the
         alias furthest behind (the stream's start)."""
         self.changes.prepare()
-        carry_over(self.pipeline, self.store.engine, self.positions, self.group, self.aliases)
+        carry_over(self.pipeline, self.store, self.positions, self.group, self.aliases)
         self._wait_for_holds()  # a reindex swapping an alias now hands it over before we look
         self._heal_gaps()
         now = self.changes.start()
@@ -207,7 +205,7 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
         finally:
             if self.lock:
                 with contextlib.suppress(Exception):  # the presence row expires on its own
-                    self.offsets.retire(self.group, self.holder)
+                    self.store.sync_holds.retire(self.group, self.holder)
             if keeper is not None:
                 keeper.stop()
             for key, token in tokens.items():
@@ -237,7 +235,7 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
         if not self.lock:
             return  # a catch-up is the holder itself
         try:
-            self.offsets.announce(self.group, self.aliases, self.holder, LOCK_TTL_S)
+            self.store.sync_holds.announce(self.group, self.aliases, self.holder, LOCK_TTL_S)
             self._announced = time.monotonic()
         except Exception as exc:  # noqa: BLE001 - the store is down: the next tick tries again
             log.debug("announcing the aliases served: %s", exc)
@@ -394,7 +392,7 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
         if self.until is not None or self._deferred_tried == today or not due(at, None):
             return  # a reindex's catch-up, tried today already, or not the time of day yet
         self._deferred_tried = today
-        if not due(at, self.offsets.last_deferred_run(self.aliases)):
+        if not due(at, self.store.deferred_runs.last_deferred_run(self.aliases)):
             return  # applied today already: before a restart, or by sync --apply-deferred
         try:
             result = apply_deferred(self.pipeline, self.aliases, self.group, spark=self._spark())

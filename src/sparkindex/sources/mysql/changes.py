@@ -79,6 +79,8 @@ READ_BUDGET_S = 0.5
 COM_BINLOG_DUMP = 0x12
 BINLOG_DUMP_NON_BLOCK = 0x01
 GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
+
+
 class MysqlChangeSource(ChangeSource):
     exact_positions = True  # GTID sequences: nothing commits below one already read
 
@@ -440,5 +442,3 @@ def _watched(table: str | None, names: set[str]) -> str | None:
         return table
     folded = [n for n in names if n.lower() == table.lower()]
     return folded[0] if len(folded) == 1 else None
-
-

@@ -18,4 +18,3 @@ def writer_failed(exc: BaseException) -> bool:
     if isinstance(exc, OSError):
         return True
     return isinstance(exc, ValueError) and any(sign in str(exc) for sign in _DEAD_WRITER)
-

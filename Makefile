@@ -30,9 +30,16 @@ venv: $(STAMP)
 demo: java venv
 	$(BIN)/sparkindex demo $(if $(ROWS),--rows $(ROWS),)
 
+# Two phases: TEST_WORKERS processes share the tests not marked serial (a file stays on one worker:
+# module fixtures start private servers once), then the serial ones run alone. Both phases always
+# run; the worse exit code is make's.
+TEST_WORKERS ?= 3
 test: java venv
 	bash scripts/test-services.sh
-	$(BIN)/pytest -q
+	@rc=0; \
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" || rc=$$?; \
+	$(BIN)/pytest -q -p no:xdist -m serial || rc=$$?; \
+	exit $$rc
 
 bench: java venv
 	bash scripts/test-services.sh

@@ -20,6 +20,8 @@ need=()
 command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/promtool ] || need+=(prometheus)  # promtool: /metrics is linted (tests/server/test_metrics_promtool.py)
+# libfaketime: chaos/clock.py jumps a process's clock; installed here, not by a test worker mid-run
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need+=(faketime)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
   apt-get update -qq
@@ -39,14 +41,23 @@ listen_addresses = '127.0.0.1'
 port = $PG_PORT
 unix_socket_directories = '$PGDATA'
 wal_level = logical
-max_replication_slots = 10
-max_wal_senders = 10
-max_connections = 200
+max_replication_slots = 40
+max_wal_senders = 20
+max_connections = 400
 fsync = off
 synchronous_commit = off
 CONF
   fi
   su postgres -c "$PG_BIN/pg_ctl -D '$PGDATA' -l '$PGDATA/server.log' -w -t 60 start >/dev/null"
+  # a data directory made with smaller limits: raised once, here, as the script just started the
+  # server (never from a test worker's run of this script, which finds the server answering)
+  slots=$("$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U sparkindex -d postgres -tAc "SHOW max_replication_slots")
+  if [ "$slots" -lt 40 ]; then
+    "$PG_BIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U sparkindex -d postgres \
+      -c "ALTER SYSTEM SET max_replication_slots = 40" -c "ALTER SYSTEM SET max_wal_senders = 20" \
+      -c "ALTER SYSTEM SET max_connections = 400"
+    su postgres -c "$PG_BIN/pg_ctl -D '$PGDATA' -l '$PGDATA/server.log' -w -t 60 restart -m fast >/dev/null"
+  fi
   "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U sparkindex sparkindex 2>/dev/null || true
 fi
 echo "postgres: postgresql+psycopg://sparkindex@127.0.0.1:$PG_PORT/sparkindex"

@@ -13,6 +13,13 @@ import pytest
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A standalone cluster (its master, workers and their 2 GB each) runs in the serial phase."""
+    for item in items:
+        if item.get_closest_marker("cluster"):
+            item.add_marker(pytest.mark.serial)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from sparkindex.config.connections import SparkConfig

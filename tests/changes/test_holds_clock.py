@@ -7,6 +7,7 @@ The reader here is a real process whose wall clock is jumped with libfaketime
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import orjson
@@ -17,7 +18,7 @@ from sparkindex.coordination.engine import make_engine
 from sparkindex.coordination.holds import SyncHolds
 from sparkindex.coordination.offsets import make_offset_tables
 from tests.coordination.helpers import concept_on
-from tests.e2e.shop import fresh_database
+from tests.e2e.shop import drop_database, fresh_database
 
 pytestmark = pytest.mark.postgres
 
@@ -34,7 +35,8 @@ print(orjson.dumps({"holds": sorted(holds.holds(["products", "reviews"])),
 def test_a_reader_with_a_jumped_clock_sees_the_live_holds(
     tmp_path: Path, services: dict[str, str], jump_s: float
 ) -> None:
-    url = fresh_database(services["postgres"], "holds_clock")
+    name = f"holds_clock_{uuid.uuid4().hex[:8]}"  # its own database: parallel workers never share it
+    url = fresh_database(services["postgres"], name)
     engine = make_engine(url)
     try:
         holds = concept_on(SyncHolds, engine, "")
@@ -46,3 +48,4 @@ def test_a_reader_with_a_jumped_clock_sees_the_live_holds(
     finally:
         make_offset_tables("").metadata.drop_all(engine)
         engine.dispose()
+        drop_database(services["postgres"], name)

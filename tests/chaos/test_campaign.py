@@ -26,6 +26,7 @@ def test_one_round_covers_every_fault_kind() -> None:
     assert planned == {k.name for k in KINDS}
 
 
+@pytest.mark.serial  # its faults land at moments in time: a busy machine makes them miss
 @pytest.mark.timeout(3600)
 def test_fixed_seed_campaign_is_clean(tmp_path: Path) -> None:
     done = subprocess.run(

@@ -36,6 +36,7 @@ def restart_postgres(log: Path) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.slow
+@pytest.mark.serial  # it restarts the shared PostgreSQL: every other test's connections would drop
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 def test_store_keeps_working_after_a_real_postgres_restart(store_url: tuple[str, str], tmp_path: Path) -> None:
     url, prefix = store_url

@@ -70,6 +70,20 @@ def fresh_database(server_url: str, name: str) -> str:
     return url.set(database=name).render_as_string(hide_password=False)
 
 
+def drop_database(server_url: str, name: str) -> None:
+    """Drop database *name* made by :func:`fresh_database`, closing what still holds it (PostgreSQL)."""
+    import sqlalchemy as sa
+
+    from sparkindex.config.urls import normalize_url
+
+    url = sa.make_url(normalize_url(server_url))
+    force = " WITH (FORCE)" if url.get_backend_name() == "postgresql" else ""
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}{force}")
+    admin.dispose()
+
+
 def copy_shop(sqlite_db: Path, url: str) -> None:
     """Copy the generated shop (schema and rows) from SQLite into another database."""
     import sqlalchemy as sa

@@ -63,7 +63,10 @@ def test_a_server_store_gets_no_table_and_no_row(tmp_path: Path, cli: Path, serv
         after = set(sa.inspect(engine).get_table_names())
     finally:
         engine.dispose()
-    assert after == before and not any(t.startswith(prefix) for t in after)
+    # only this store's own tables are judged: other tests (other xdist workers) create and drop
+    # theirs in the same database meanwhile
+    assert not any(t.startswith(prefix) for t in after - before)
+    assert not any(t.startswith(prefix) for t in after)
 
 
 def test_unknown_index_is_named_with_the_known_ones(tmp_path: Path, cli: Path) -> None:

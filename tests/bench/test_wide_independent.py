@@ -78,8 +78,9 @@ def canonical(source: bytes) -> bytes:
 
 def normalised(body: dict[str, Any]) -> dict[str, Any]:
     """A Tantivy body with what Tantivy reads alike made alike: the root date as an instant
-    (``Z`` and ``+00:00`` are one), ``_source`` decoded and canonical."""
-    out = dict(body)
+    (``Z`` and ``+00:00`` are one), ``_source`` decoded and canonical, and ``[]`` (no value,
+    how the pipeline overrides a null) as a missing field."""
+    out = {k: v for k, v in body.items() if v != []}
     out["placed_at"] = dt.datetime.fromisoformat(out["placed_at"])
     out["_source"] = canonical(base64.b64decode(out["_source"]))
     return out

@@ -48,6 +48,10 @@ class SchemaPlan:
     keyword_subfields: list[tuple[str, str]] = field(default_factory=list)
     text_fields: list[str] = field(default_factory=list)
 
+    #: whether every copy and keyword sub-field reads a value the conversion leaves as it is:
+    #: set by :func:`build_schema` (see :func:`_spliceable`); a plan built by hand never splices
+    spliceable: bool = False
+
 
 def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
     sb = tantivy.SchemaBuilder()
@@ -87,7 +91,17 @@ def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
             sub = f"{name}.keyword"
             sb.add_text_field(sub, tokenizer_name="raw", fast=True)
             plan.keyword_subfields.append((name, sub))
+    plan.spliceable = _spliceable(plan)
     return sb.build(), plan
+
+
+def _spliceable(plan: SchemaPlan) -> bool:
+    """A copy or keyword sub-field whose source is a date field (converted to RFC 3339 first) or
+    a copy target (filled by an earlier copy) would read it before its change on the spliced
+    path, so such a plan always takes the dict path."""
+    changed = set(plan.dates) | {dst for _, dst in plan.copies}
+    sources = {src for src, _ in plan.copies} | {src for src, _ in plan.keyword_subfields}
+    return not (sources & changed)
 
 
 def _rfc3339(value: Any) -> Any:
@@ -128,7 +142,7 @@ def to_tantivy_json(item: BulkItem, plan: SchemaPlan) -> bytes:
     """
     source = item.source or b"{}"
     fields = item.fields
-    if fields is not None and source[:1] == b"{" and _naive_only_at_top(source, fields, plan):
+    if fields is not None and source[:1] == b"{" and plan.spliceable and _naive_only_at_top(source, fields, plan):
         return _spliced(item, source, fields, plan)
     return _encoded_again(item, source, fields, plan)
 

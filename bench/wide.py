@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from bench.large import compare, drop_pg, partition_size, pg_database
-from sparkindex.demo.large import _COUNTRIES, _PUNCT, _WORDS
+from sparkindex.demo.large import _COUNTRIES, _PUNCT, _WORDS, _sentences
 
 Row = tuple[Any, ...]
 
@@ -159,15 +159,6 @@ def counts_for(orders: int) -> dict[str, int]:
     }
 
 
-def _sentences(rng: random.Random, n: int) -> list[str]:
-    out = []
-    for _ in range(n):
-        words = rng.choices(_WORDS, k=rng.randint(6, 14))
-        words[0] = words[0].capitalize()
-        out.append(" ".join(words) + rng.choice(_PUNCT))
-    return out
-
-
 def _dimensions(rng: random.Random, sizes: dict[str, int]) -> Iterator[tuple[str, list[Row]]]:
     n_co, n_cu = sizes["companies"], sizes["customers"]
     yield "countries", list(_COUNTRIES)
@@ -204,7 +195,7 @@ def generate_rows(orders: int, seed: int = 19, batch: int = 20_000) -> Iterator[
     rng = random.Random(seed)
     sizes = counts_for(orders)
     yield from _dimensions(rng, sizes)
-    pool = _sentences(rng, 4096)
+    pool = _sentences(rng, 4096, (6, 14))
     comments = [" ".join(rng.choices(pool, k=2)) for _ in range(4096)]
     products = [f"{rng.choice(_WORDS).title()} {rng.choice(_WORDS)} «{i}»{rng.choice(_PUNCT)}" for i in range(2048)]
     skus = [f"SKU-{i:05d}/{rng.choice('ABCXYZ')}" for i in range(2048)]

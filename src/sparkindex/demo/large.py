@@ -163,10 +163,12 @@ def counts_for(articles: int) -> dict[str, int]:
     }
 
 
-def _sentences(rng: random.Random, n: int) -> list[str]:
+def _sentences(rng: random.Random, n: int, words_per: tuple[int, int] = (8, 16)) -> list[str]:
+    """*n* sentences of ``words_per`` (inclusive) words from the hostile pool; bench/wide.py's
+    shorter comments use the same pool."""
     out = []
     for _ in range(n):
-        words = rng.choices(_WORDS, k=rng.randint(8, 16))
+        words = rng.choices(_WORDS, k=rng.randint(*words_per))
         words[0] = words[0].capitalize()
         out.append(" ".join(words) + rng.choice(_PUNCT))
     return out

@@ -10,7 +10,6 @@ It works on any pipeline file (the shop, the large documents; SQLite or PostgreS
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,26 +28,11 @@ PAGE = 1000
 
 
 def tantivy_converter(sp: Any) -> Callable[[Any], str]:
-    """The pipeline's own document -> Tantivy JSON conversion, whichever signature it has.
-
-    The target is being reworked (``to_tantivy_json(id, source, hash, plan) -> str`` becomes
-    ``to_tantivy_json(BulkItem, plan) -> bytes``, fed the builder's field dict); the baseline must
-    follow it so both sides pay the same per-document cost.
-    """
-    params = list(inspect.signature(to_tantivy_json).parameters)
-    if params and params[0] == "item":
-        from sparkindex.targets.base import BulkItem  # type: ignore[attr-defined,unused-ignore]
-
-        def convert_item(d: Any) -> str:
-            body: Any = to_tantivy_json(  # type: ignore[call-arg,unused-ignore]
-                BulkItem(d.id, d.source, d.hash, fields=getattr(d, "fields", None)), sp
-            )
-            return body.decode() if isinstance(body, bytes) else str(body)
-
-        return convert_item
+    """The pipeline's own document -> Tantivy JSON conversion, fed the write the pipeline makes
+    of each document (its bulk item: fields, ``_key``, version), so both sides pay the same cost."""
 
     def convert(d: Any) -> str:
-        return str(to_tantivy_json(d.id, d.source, d.hash, sp))  # type: ignore[call-arg,arg-type,unused-ignore]
+        return to_tantivy_json(d.bulk_item(), sp).decode()
 
     return convert
 

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sparkindex.documents.floats import FloatPaths, float_paths, non_finite_path
+from sparkindex.documents.floats import (
+    NO_FLOATS,
+    FloatPaths,
+    finite_columns,
+    finite_level,
+    float_columns,
+    float_paths,
+    non_finite_path,
+)
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.join import child_id, child_sort_key, join_value, parent_prefixes, routing_of
 from sparkindex.documents.plan import IndexPlan, RelationPlan
@@ -86,6 +94,7 @@ class DocumentBuilder:
         self._pos = pos
         self._version_pos = pos[plan.version] if plan.version else None
         self._floats = float_paths(plan.table, plan.emit, plan.embedded)
+        self._float_pos = [pos[c] for c in float_columns(plan.table, plan.emit)]
         self._child_floats: dict[str, FloatPaths] = {
             r.name: float_paths(r.table, r.emit, r.children) for r in plan.joins
         }
@@ -132,12 +141,13 @@ class DocumentBuilder:
         """Documents for *rows* (in order), then their join children, and the per-document
         failures: one or the other per row."""
         docs = [{c: row[i] for c, i in self._emit_pos} for row in rows]
-        self._attach(self.plan.embedded, rows, self._pos, docs)
+        finite = self._attach(self.plan.embedded, rows, self._pos, docs)
+        floats = NO_FLOATS if finite and finite_columns(rows, self._float_pos) else self._floats
         built: list[BuiltDocument] = []
         errors: list[DocumentError] = []
         vpos = self._version_pos
         for row, doc in zip(rows, docs, strict=True):
-            result = self.finish(self.key_of(row), doc, None if vpos is None else row[vpos])
+            result = self._finish(self.key_of(row), doc, None if vpos is None else row[vpos], floats)
             if isinstance(result, DocumentError):
                 errors.append(result)
             else:
@@ -149,13 +159,18 @@ class DocumentBuilder:
     def finish(self, key: Sequence[Any], doc: dict[str, Any], version: Any = None) -> BuiltDocument | DocumentError:
         """The canonical document of the root row with *key* (and *version*, the value of the
         index's version column), or why it cannot be indexed as the source holds it."""
+        return self._finish(key, doc, version, self._floats)
+
+    def _finish(
+        self, key: Sequence[Any], doc: dict[str, Any], version: Any, floats: FloatPaths
+    ) -> BuiltDocument | DocumentError:
         checked = self._root_checks(key, version)
         if isinstance(checked, DocumentError):
             return checked
         doc_id, number = checked
         if self.plan.join_field is not None:
             doc[self.plan.join_field] = self.plan.join_parent
-        return self._encoded(doc_id, doc, self._floats, sort_key(key), number)
+        return self._encoded(doc_id, doc, floats, sort_key(key), number)
 
     def finish_canonical(
         self, key: Sequence[Any], canonical: bytes, version: Any = None
@@ -209,11 +224,12 @@ class DocumentBuilder:
             rows = self.source.fetch_where_in(rel.table, rel.remote_key, list(parents), read, rel.order_by)
             pos = {c: i for i, c in enumerate(read)}
             bodies = [{c: row[pos[c]] for c in rel.emit} for row in rows]
-            self._attach(rel.children, rows, pos, bodies)
+            finite = self._attach(rel.children, rows, pos, bodies)
+            finite = finite and finite_level(rows, rel.table, rel.emit, pos)
             rpos = [pos[c] for c in rel.remote_key]
             kpos = [pos[c] for c in rel.id_columns]
             vpos = pos[rel.version] if rel.version else None
-            floats: FloatPaths = (frozenset(), {rel.name: self._child_floats[rel.name]})
+            floats = NO_FLOATS if finite else (frozenset(), {rel.name: self._child_floats[rel.name]})
             for row, body in zip(rows, bodies, strict=True):
                 result = self._child(rel, row, body, parents, rpos, kpos, vpos, floats)
                 if isinstance(result, DocumentError):
@@ -253,7 +269,10 @@ class DocumentBuilder:
         parent_rows: Sequence[Row],
         parent_pos: dict[str, int],
         parent_docs: list[dict[str, Any]],
-    ) -> None:
+    ) -> bool:
+        """Attach each relation's documents to its parents'; whether every float value read on the
+        way is known finite (:func:`~sparkindex.documents.floats.finite_columns`)."""
+        finite = True
         for rel in relations:
             lpos = [parent_pos[c] for c in rel.local_key]
             keys = [tuple(r[i] for i in lpos) for r in parent_rows]
@@ -264,7 +283,8 @@ class DocumentBuilder:
             emit = [(c, pos[c]) for c in rel.emit]
             child_docs = [{c: row[i] for c, i in emit} for row in rows]
             if rel.children:
-                self._attach(rel.children, rows, pos, child_docs)
+                finite = self._attach(rel.children, rows, pos, child_docs) and finite
+            finite = finite and finite_level(rows, rel.table, rel.emit, pos)
             rpos = [pos[c] for c in rel.remote_key]
             if rel.kind == "object":
                 one: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -278,6 +298,7 @@ class DocumentBuilder:
                     many.setdefault(tuple(row[i] for i in rpos), []).append(child)
                 for key, doc in zip(keys, parent_docs, strict=True):
                     doc[rel.name] = many.get(key, [])
+        return finite
 
 
 #: Builders that assemble whole documents in SQL, by SQLAlchemy dialect name: (module, class,

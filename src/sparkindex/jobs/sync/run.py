@@ -267,6 +267,8 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
         )
         attempt = 0
         try:
+            if self._nothing_to_stream():
+                return
             while True:
                 attempt += 1
                 batches = self.totals.batches
@@ -400,13 +402,25 @@ class SyncRun(GapHealing, HoldAnswering, BatchSink, EventWatching):
         except SparkIndexError as exc:
             log.error("applying deferred changes failed (retried tomorrow, or run sync --apply-deferred): %s", exc)
 
-    def _done(self, query: Any) -> bool:
-        """Caught up: no batch is being applied and the source has nothing after the acknowledged
-        offset up to the head recorded at start. Asked of the source itself, not of Spark's status
-        (a source outage also looks like "no new data" there)."""
-        if not self.until_caught_up and self.until is None:
+    def _nothing_to_stream(self) -> bool:
+        """A bounded run with nothing to apply starts no query (one stopped at once leaves Spark's runner
+        process failing to connect back); a stop under way or a daily deferred refresh take the query's."""
+        if self.stop_requested.is_set() or self.pipeline.sync.deferred_at is not None:
             return False
-        if self._batch_running.is_set() or query.status.get("isTriggerActive"):
+        try:
+            self._caught_up = self._nothing_left()
+        except Exception as exc:  # noqa: BLE001 - a query finds it again, and heals or reports it
+            log.debug("looking for changes before streaming: %s", brief(exc))
+        return self._caught_up
+
+    def _done(self, query: Any) -> bool:
+        busy = self._batch_running.is_set() or query.status.get("isTriggerActive")  # a batch under way
+        return not busy and self._nothing_left()
+
+    def _nothing_left(self) -> bool:
+        """A bounded run's source has nothing after the acknowledged offset up to the head recorded
+        at start: asked of the source, not of Spark (an outage also looks like "no new data")."""
+        if not self.until_caught_up and self.until is None:
             return False
         if self.changes.first_batch_needed and self.totals.batches == 0 and not self.totals.reconciled:
             return False  # the first batch's key diff finds deletes no probe can see

@@ -24,7 +24,10 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from sparkindex.config.model import Pipeline
+from sparkindex.config.secrets import error_line
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.plan import IndexPlan
@@ -76,8 +79,14 @@ class HeadStart:
         return self.session.exception() is not None or store.claimed_by_others(self.job_id, self.run_id, owner)
 
     def _run(self) -> None:
+        """The thread's body. A store out of reach ends it with a warning: what it leaves is the
+        Spark passes' to run, and an exception escaping a thread is only a printed traceback."""
         p = self.pipeline
-        store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
+        try:
+            store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
+        except SparkIndexError as exc:
+            log.warning("the driver's head start did not start: %s", exc)
+            return
         owner = f"{socket.gethostname()}:{os.getpid()}:{self.run_id}:driver"
         try:
             key = f"{self.job_id}:{self.fingerprint}"
@@ -92,5 +101,7 @@ class HeadStart:
                     return  # stopping, or anything unusual: left to the Spark passes and their retries
         except SparkIndexError as exc:
             log.warning("the driver's head start stopped: %s", exc)
+        except SQLAlchemyError as exc:  # a database out of reach (the store's, mostly) after any reruns
+            log.warning("the driver's head start stopped on a database error: %s", error_line(exc))
         finally:
             store.close()

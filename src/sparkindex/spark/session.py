@@ -69,6 +69,34 @@ def _quiet_accumulator_server(sc: Any) -> None:
     server.handle_error = handle_error
 
 
+#: what py4j logs, on the root logger, for a call whose connection broke before its answer came
+PY4J_BROKEN_CALL = "Exception while sending command."
+
+
+class Py4JBrokenCallAtDebug(logging.Filter):
+    """py4j logs a call whose connection broke (the JVM ending under it) at ERROR, with the stack,
+    and then raises to the caller anyway: the caller's handling is the report. A stop by SIGTERM to
+    the whole process group ends the JVM while the driver still asks it something (the message of
+    the exception that stopped the stream), and a clean, acknowledged stop then printed 40 lines of
+    py4j frames. That one record is kept at DEBUG, for whoever turns that on; py4j's other reports
+    (a callback that failed, a broken protocol) are left as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from py4j.protocol import Py4JNetworkError  # type: ignore[import-untyped]
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.msg != PY4J_BROKEN_CALL or not isinstance(exc, Py4JNetworkError):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+def _quiet_py4j_broken_calls() -> None:
+    root = logging.getLogger()  # py4j logs it with ``logging.exception``, on the root logger
+    if not any(isinstance(f, Py4JBrokenCallAtDebug) for f in root.filters):
+        root.addFilter(Py4JBrokenCallAtDebug())
+
+
 def build_session(
     config: SparkConfig, log_path: Path | None = None, register: bool = True, extra: dict[str, str] | None = None
 ) -> Any:
@@ -78,6 +106,7 @@ def build_session(
     native libraries, incubator modules). The CLI owns the user's terminal, so the JVM is started
     with its stdout and stderr sent to a log file; errors still reach the driver as exceptions.
     """
+    _quiet_py4j_broken_calls()  # before the JVM starts: a SIGTERM may end it while it starts
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if config.master.startswith("local"):

@@ -302,7 +302,7 @@ class ReindexJob:
             for n in range(p.job.max_passes):
                 store.reclaim_stale(job.id, p.job.claim_timeout_s, p.job.partition_retries)
                 self._wait_for_reopened(store, job.id)
-                todo = store.partitions(job.id, [P.PENDING, P.CLOSED])
+                todo = self._todo(store, job.id, keeper.tokens)
                 if not todo or store.job(job.id).status == JobStatus.STOPPING:
                     break
                 if keeper.lost:
@@ -371,10 +371,25 @@ class ReindexJob:
             # partition first): what they left PROCESSING (a task that Spark gave up on) is
             # released for the next pass instead of waiting for a lease timeout.
             self._join_head_start()
-            try:
-                store.reset_run(job_id, self.run_id, fence)
-            except DBAPIError as exc:  # the store is down: the claims expire and are reclaimed
-                log.warning("could not hand back this run's partitions (their leases expire): %s", brief(exc))
+            self._hand_back(store, job_id, fence)
+
+    def _todo(self, store: CoordinationStore, job_id: str, fence: dict[str, int]) -> list[PartitionRecord]:
+        """The partitions a pass is to run. With none pending, the head start may hold the last
+        ones: it finishes the one in hand, and one it left (it stops when the store goes away
+        under it) is handed back and run by a pass, not left for the job to end unfinished."""
+        todo = store.partitions(job_id, [P.PENDING, P.CLOSED])
+        if todo or self._head_start is None:
+            return todo
+        self._join_head_start()
+        self._hand_back(store, job_id, fence)
+        return store.partitions(job_id, [P.PENDING, P.CLOSED])
+
+    def _hand_back(self, store: CoordinationStore, job_id: str, fence: dict[str, int]) -> None:
+        """This run's claims go back to PENDING: none of its tasks is running now."""
+        try:
+            store.reset_run(job_id, self.run_id, fence)
+        except DBAPIError as exc:  # the store is down: the claims expire and are reclaimed
+            log.warning("could not hand back this run's partitions (their leases expire): %s", brief(exc))
 
     def _wait_for_reopened(self, store: CoordinationStore, job_id: str) -> None:
         """When only parked (CLOSED) partitions remain, wait until the first may be reopened."""

@@ -6,10 +6,12 @@ import logging
 import threading
 from typing import Protocol
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import SQLAlchemyError
 
+from sparkindex.config.secrets import error_line
 from sparkindex.coordination.records import EntityStats
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.errors import TransientError
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +45,8 @@ class StatsPoller:
     def poll(self) -> None:
         try:
             self.listener.stats(self.store.stats(self.job_id))
-        except DBAPIError as exc:
-            log.warning("progress poll failed: %s", exc.orig)
+        except (SQLAlchemyError, TransientError) as exc:  # on the poller's thread: a warning, never a traceback
+            log.warning("progress poll failed: %s", error_line(exc))
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):

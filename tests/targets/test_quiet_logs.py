@@ -18,9 +18,14 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("scheme", ["opensearch", "elasticsearch"])
-def test_a_refused_request_logs_one_line(scheme: str, tmp_path: object, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("max_retries", [0, 2], ids=["no-retries", "retries"])
+def test_a_refused_request_logs_one_line(
+    scheme: str, max_retries: int, tmp_path: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With retries (the default), elastic_transport logs each retry on a logger of its own,
+    ``elastic_transport.transport``, with the stack: a parent logger's filter never sees it."""
     caplog.set_level(logging.WARNING)
-    target = open_target(f"{scheme}://127.0.0.1:{_closed_port()}", tmp_path, {"max_retries": 0})  # type: ignore[arg-type]
+    target = open_target(f"{scheme}://127.0.0.1:{_closed_port()}", tmp_path, {"max_retries": max_retries})  # type: ignore[arg-type]
     try:
         with pytest.raises(Exception):  # noqa: B017 - whichever error the target maps a refusal to
             target.alias_target("products")

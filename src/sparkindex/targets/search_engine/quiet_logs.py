@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import logging
 
-#: the loggers of the clients' transports
-CLIENT_LOGGERS = ("opensearch", "elastic_transport")
+#: the loggers the clients' transports log failures on. A logger's filter sees only the records
+#: made on it, not its children's: elastic_transport logs a retry on ``.transport``, with the stack.
+CLIENT_LOGGERS = (
+    "opensearch",
+    "elastic_transport",
+    "elastic_transport.transport",
+    "elastic_transport.node",
+    "elastic_transport.node_pool",
+)
 
 
 class OneLineFailures(logging.Filter):

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from sparkindex.config.secrets import error_line
 from sparkindex.server import api, checks, control, sync_gaps, verified
 from sparkindex.server.metrics import registry_for, render
 from sparkindex.server.responses import BadRequest, error
@@ -80,6 +82,14 @@ async def bad_request(request: Request, exc: Exception) -> Response:
     return error(str(exc), exc.status, exc.headers)
 
 
+async def store_down(request: Request, exc: Exception) -> Response:
+    """A store that does not answer (restarted, taken down) is the operator's to know about, in
+    one line, and the page's to show: 503, not a 500 with a stack in the log per request."""
+    message = f"the coordination store did not answer: {error_line(exc)}"
+    log.warning("%s %s: %s", request.method, request.url.path, message)
+    return error(message, 503, {"Retry-After": "5"})
+
+
 def page(request: Request) -> Response:
     return Response((STATIC / "index.html").read_bytes(), media_type="text/html; charset=utf-8")
 
@@ -129,7 +139,7 @@ def build_app(state: ServerState) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={BadRequest: bad_request},
+        exception_handlers={BadRequest: bad_request, SQLAlchemyError: store_down},
         max_body_size=64 * 1024,
     )
     app.state.server = state

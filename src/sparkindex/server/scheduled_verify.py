@@ -19,7 +19,7 @@ import orjson
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
-from sparkindex.config.secrets import redact_url
+from sparkindex.config.secrets import error_line, redact_url
 from sparkindex.errors import SparkIndexError
 from sparkindex.server.state import ServerState
 
@@ -45,7 +45,7 @@ async def schedule(state: ServerState) -> None:
         try:
             due = await run_in_threadpool(next_verify_at, state.pipeline, state.store)
         except (SQLAlchemyError, SparkIndexError) as exc:
-            log.warning("scheduled verify: could not read when it is due (%s); looking again later", exc)
+            log.warning("scheduled verify: could not read when it is due (%s); looking again later", error_line(exc))
             await asyncio.sleep(LOOK_EVERY_S)
             continue
         now = time.time()
@@ -55,7 +55,12 @@ async def schedule(state: ServerState) -> None:
             await asyncio.sleep(min(due - now, LOOK_EVERY_S))
             continue
         busy = [a for a in state.actions.running() if a.kind in ("verify", "repair", "reindex")]
-        live = await run_in_threadpool(state.views.active_jobs)
+        try:
+            live = await run_in_threadpool(state.views.active_jobs)
+        except (SQLAlchemyError, SparkIndexError) as exc:  # the store down: the schedule must outlive it
+            log.warning("scheduled verify: could not read the running jobs (%s); looking again later", error_line(exc))
+            await asyncio.sleep(LOOK_EVERY_S)
+            continue
         if busy or live:
             log.info("scheduled verify waits: %s", "a job is running" if live else f"action {busy[0].id} runs")
             await asyncio.sleep(RETRY_BUSY_S)

@@ -173,6 +173,7 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
         if not victim.alive():
             gone.append(f"reindex pid {victim.proc.pid} ended before it could be frozen")
             continue
+        held = run.lock_tokens(run_before)
         try:  # the driver may still end (its job done, another fault) between the check and the signal
             os.killpg(victim.proc.pid, signal.SIGSTOP)
             break
@@ -181,10 +182,20 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     else:
         raise Missed("; ".join(gone))
     victim.frozen = True
+    frozen_at = time.monotonic()
 
     def taken_over() -> str | None:
-        now = run.job_run_id()
-        return now if now not in (None, run_before) else None
+        """Another run took a lock the frozen one held (its token grew), which is what fences the
+        frozen driver off, whether that run then resumed the job or abandoned it for a new one;
+        or, where no lock of the run could be read before the freeze, the running job's run id
+        changed. Read from the lock rows, not from the job's status alone: a takeover whose job
+        has already ended, or which the store cut kept from answering at one poll, still counts."""
+        if held:
+            now = run.lock_tokens()
+            grown = sorted(k for k, token in held.items() if now.get(k, token) > token)
+            return f"locks {', '.join(grown)} taken" if grown else None
+        now_run = run.job_run_id()
+        return f"run {now_run}" if now_run not in (None, run_before) else None
 
     took: str | None = None
     second: Run | None = None
@@ -201,10 +212,13 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
         victim.frozen = False
     what = f"SIGSTOP reindex pid {victim.proc.pid} group ({phase})"
     if took is None:
-        started = "no second driver started (the window closed)" if second is None else f"pid {second.proc.pid}"
+        if second is None:
+            started = "no second driver started (the window closed)"
+        else:
+            started = "reindexes since the freeze: " + "; ".join(run.reindexes_since(frozen_at))
         raise Missed(f"{what}; no takeover of run {run_before} seen ({started}); SIGCONT", again=False)
     assert second is not None
-    return f"{what}; run {took} took the job over from run {run_before} (pid {second.proc.pid}); SIGCONT"
+    return f"{what}; {took} from run {run_before} (second driver pid {second.proc.pid}); SIGCONT"
 
 
 def restart_postgres(run: TrialRun, fault: Fault, rng: random.Random) -> str:

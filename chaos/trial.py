@@ -275,6 +275,32 @@ class TrialRun:
         finally:
             engine.dispose()
 
+    def lock_tokens(self, run_id: str | None = None) -> dict[str, int]:
+        """The alias locks' fencing tokens: those whose holder is run *run_id* (its holder name ends
+        with the run id), or every lock's. A token that grew past the one a frozen run held is the
+        takeover itself (the lock row stays when released, so the token never goes back)."""
+        engine = self._store()
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(sa.text("SELECT lock_key, holder, token FROM si_lock")).all()
+            return {key: int(token) for key, holder, token in rows if run_id is None or holder.endswith(f":{run_id}")}
+        except sa.exc.DBAPIError:
+            return {}
+        finally:
+            engine.dispose()
+
+    def reindexes_since(self, since: float) -> list[str]:
+        """What became of the reindex runs started since *since* (``time.monotonic()``): a fault
+        that missed says so, rather than only that it missed."""
+        with self.lock:
+            started = [r for r in self.runs if r.role == "reindex" and r.started >= since]
+        told = []
+        for r in started:
+            ended = "running" if r.alive() else f"exit {r.proc.returncode}{' (killed)' if r.killed else ''}"
+            last = [line for line in _tail(r, 600).splitlines() if line.strip()][-1:]
+            told.append(f"pid {r.proc.pid} {ended}" + (f": {last[0][:200]}" if last else ""))
+        return told
+
     def partitions_running(self) -> bool:
         """Whether a partition is in progress: PROCESSING with a lease not yet expired, judged as
         claims judge it (``claim_timeout_s`` on the store's clock). The stale claims a killed or

@@ -199,12 +199,15 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
 
     took: str | None = None
     second: Run | None = None
+    waits: list[str] = []
     try:
         # the frozen driver's lease runs out: the fault's own duration (cut short if the window closes)
         if not run.stopping.wait(run.lease_s * 1.5):
             second = run.start_reindex()
             with contextlib.suppress(Missed):  # told below, once the victim runs again
                 took = _poll(run, "takeover by the second driver", taken_over, TAKEOVER_WAIT_S)
+            if took is None:  # read while the victim is still frozen: what the other runs wait on
+                waits = run.server_waits()
     finally:
         # a kill_driver that chose this driver before it froze may have killed the group meanwhile
         with contextlib.suppress(ProcessLookupError):
@@ -216,6 +219,8 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
             started = "no second driver started (the window closed)"
         else:
             started = "reindexes since the freeze: " + "; ".join(run.reindexes_since(frozen_at))
+        if waits:
+            started += "; waiting on the server: " + "; ".join(waits)
         raise Missed(f"{what}; no takeover of run {run_before} seen ({started}); SIGCONT", again=False)
     assert second is not None
     return f"{what}; {took} from run {run_before} (second driver pid {second.proc.pid}); SIGCONT"

@@ -289,6 +289,32 @@ class TrialRun:
         finally:
             engine.dispose()
 
+    def server_waits(self) -> list[str]:
+        """PostgreSQL sessions of the trial's databases that wait on a lock, and the sessions they
+        wait for: a takeover stuck behind a transaction the frozen group left open shows here."""
+        engine = sa.create_engine(self.pg.url("postgres"))
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    sa.text(
+                        "SELECT a.pid, a.datname, a.state, a.wait_event_type, a.wait_event, pg_blocking_pids(a.pid), "
+                        "left(a.query, 90), extract(epoch FROM now() - a.state_change)::int "
+                        "FROM pg_stat_activity a WHERE a.datname = ANY(:dbs) AND a.pid <> pg_backend_pid() "
+                        "AND (a.wait_event_type = 'Lock' OR a.state LIKE 'idle in transaction%')"
+                    ),
+                    {"dbs": [self.store_db, self.source_db]},
+                ).all()
+            return [
+                f"pid {pid} on {db} {state} {age} s"
+                + (f" waiting on {wtype}/{wevent} held by {blockers}" if wtype == "Lock" else "")
+                + f": {query}"
+                for pid, db, state, wtype, wevent, blockers, query, age in rows
+            ]
+        except sa.exc.DBAPIError as exc:
+            return [f"pg_stat_activity unreadable: {type(exc).__name__}"]
+        finally:
+            engine.dispose()
+
     def reindexes_since(self, since: float) -> list[str]:
         """What became of the reindex runs started since *since* (``time.monotonic()``): a fault
         that missed says so, rather than only that it missed."""

@@ -95,6 +95,9 @@ class FakeRun:
     def lock_tokens(self, run_id: str | None = None) -> dict[str, int]:
         return dict(self.tokens[-1])
 
+    def server_waits(self) -> list[str]:
+        return ["pid 9 on store idle in transaction 95 s: UPDATE si_partition SET last_heartbeat"]
+
     def reindexes_since(self, since: float) -> list[str]:
         return [f"pid {d.proc.pid} exit 3: error: the store is unreachable" for d in self.started]
 
@@ -271,7 +274,10 @@ def test_stop_driver_without_a_takeover_is_missed_and_the_victim_resumed(
 
     run.start_reindex = start_reindex  # type: ignore[method-assign]
     # the miss says what became of the drivers started since the freeze
-    with pytest.raises(faults.Missed, match=r"no takeover of run run-1 seen \(reindexes since .*unreachable"):
+    with pytest.raises(
+        faults.Missed,
+        match=r"no takeover of run run-1 seen \(reindexes since .*unreachable; waiting on the server: pid 9 ",
+    ):
         faults.stop_driver(run, Fault("stop_driver", 1.0), random.Random(0))  # type: ignore[arg-type]
     assert _state(sleeper.pid) != "T", "SIGCONT was not sent"
     assert not victim.frozen and len(run.started) == 1

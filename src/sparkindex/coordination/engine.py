@@ -28,6 +28,13 @@ from sparkindex.errors import ConfigError, PermanentError, TransientError
 
 #: how long a process waits for another to finish creating or upgrading the store's schema
 SCHEMA_LOCK_WAIT_S = 300
+#: PostgreSQL ends a store session left idle inside a transaction this long. The store's
+#: transactions are milliseconds of work between statements, so such a session belongs to a
+#: process that is paused (a VM, SIGSTOP): its row locks would otherwise hold up the driver
+#: taking its job over until it woke up (chaos ``stop_driver``: a worker frozen inside its
+#: write-ahead record kept the partition row the takeover resets). Fencing tokens keep the
+#: paused process from doing harm when it wakes; its statement then fails and reruns.
+IDLE_IN_TRANSACTION_S = 30
 
 
 def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> Engine:
@@ -74,7 +81,19 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
         # trip, and on a connection the server dropped it fails and SQLAlchemy logs the failure
         # at ERROR with a traceback (chaos seed 1 trial 8: a store restart under a reindex)
         options.update(poolclass=sa.pool.NullPool, pool_reset_on_return=None)
-    return sa.create_engine(url, connect_args={"connect_timeout": 10}, **options)
+    connect_args: dict[str, Any] = {"connect_timeout": 10}
+    if scheme == "postgresql":
+        connect_args["options"] = _session_options(sa.make_url(url).query.get("options"))
+    return sa.create_engine(url, connect_args=connect_args, **options)
+
+
+def _session_options(given: str | tuple[str, ...] | None) -> str:
+    """The libpq ``options`` of a store session: the URL's own, plus the idle-in-transaction
+    bound unless the URL sets one (``connect_args`` replaces the URL's ``options`` outright)."""
+    own = " ".join(given) if isinstance(given, tuple) else (given or "")
+    if "idle_in_transaction_session_timeout" in own:
+        return own
+    return f"{own} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_S * 1000}".strip()
 
 
 def _v2_partition_writer(conn: sa.Connection, tables: Tables) -> None:

@@ -1,0 +1,107 @@
+"""A process paused inside a store transaction does not hold up the driver taking its job over.
+
+A VM pause or SIGSTOP can catch a driver's lock keeper between its UPDATE and its COMMIT (or a
+worker inside its write-ahead record). Its row locks then stay until it wakes up, and the driver
+taking over waits on them for as long: CI's chaos round saw a takeover stall for the whole of a
+frozen driver's 100 s. PostgreSQL ends such a session after
+:data:`~sparkindex.coordination.engine.IDLE_IN_TRANSACTION_S`, which frees the rows; fencing
+tokens keep the paused process from doing harm when it wakes. The paused process here is real
+(a Python process holding the lock row, stopped with SIGSTOP).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from sparkindex.coordination.engine import IDLE_IN_TRANSACTION_S, make_engine
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.coordination.tables import make_tables
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+HOLD = """
+import sys
+import sqlalchemy as sa
+from sparkindex.coordination.engine import make_engine
+engine = make_engine(sys.argv[1])
+conn = engine.connect()
+conn.execute(sa.text(f"UPDATE {sys.argv[2]} SET last_heartbeat = last_heartbeat WHERE lock_key = 'products'"))
+print("holding", flush=True)
+sys.stdin.read()  # held until the test ends this process
+"""
+
+
+@pytest.fixture
+def pg_store(services: dict[str, str]) -> Iterator[tuple[CoordinationStore, str, str]]:
+    url, prefix = services["postgres"], f"t{uuid.uuid4().hex[:8]}_"
+    store = CoordinationStore(url, prefix)
+    try:
+        yield store, url, prefix
+    finally:
+        store.close()
+        engine = make_engine(url)
+        make_tables(prefix).metadata.drop_all(engine)
+        engine.dispose()
+
+
+def test_a_lock_row_held_by_a_paused_process_is_freed_for_the_takeover(
+    pg_store: tuple[CoordinationStore, str, str],
+) -> None:
+    store, url, prefix = pg_store
+    first = store.locks.acquire("products", "vm:1:run-frozen", ttl_s=1.0)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, url, f"{prefix}si_lock"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        os.kill(holder.pid, signal.SIGSTOP)  # paused between its UPDATE and its COMMIT
+        deadline = time.monotonic() + 30
+        while store.locks.unexpired(["products"]) and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling the lock's own expiry (1 s on the store's clock)
+        assert not store.locks.unexpired(["products"])
+
+        taken: list[int] = []
+        takeover = threading.Thread(
+            target=lambda: taken.append(store.locks.acquire("products", "vm:2:run-new", ttl_s=8.0)), daemon=True
+        )
+        started = time.monotonic()
+        takeover.start()
+        takeover.join(timeout=IDLE_IN_TRANSACTION_S + 30)
+        assert taken == [first + 1], (
+            f"the takeover still waits on the paused process after {time.monotonic() - started:.0f} s"
+        )
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_a_store_url_keeps_its_own_session_options(services: dict[str, str]) -> None:
+    base = sa.make_url(services["postgres"])
+    for options, expected in [
+        (None, (f"{IDLE_IN_TRANSACTION_S}s", "0")),
+        ("-c statement_timeout=5000", (f"{IDLE_IN_TRANSACTION_S}s", "5s")),
+        ("-c idle_in_transaction_session_timeout=2000", ("2s", "0")),
+    ]:
+        url = base if options is None else base.update_query_dict({"options": options})
+        engine = make_engine(url.render_as_string(hide_password=False))
+        with engine.connect() as conn:
+            got = tuple(
+                conn.exec_driver_sql(f"SHOW {name}").scalar()
+                for name in ("idle_in_transaction_session_timeout", "statement_timeout")
+            )
+        engine.dispose()
+        assert got == expected, options

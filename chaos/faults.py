@@ -158,44 +158,42 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
     """The driver frozen (a VM paused, a GC pause) past its lock's lease, while another driver
     takes the job over; then it wakes up and must find it is fenced off.
 
-    The fault is this whole story, so it counts as injected only when a takeover by another run
-    was seen: a freeze that nobody took over from proves nothing about fencing. The victim's run
-    id is read before the freeze (without it no takeover could be told apart), and the group is
+    The fault is this whole story, so it counts as injected only when another run took a lock
+    the frozen driver held: a freeze that nobody took over from proves nothing about fencing.
+    The victim's locks are read once it is frozen (it can take no more), by its pid in their
+    holder names, never by the job's run id, which may be a dead driver's. A victim frozen before
+    it held any lock (still starting) is resumed at once and another is tried. The group is
     signalled by the victim's own pid (``start_new_session``: the group id is the pid), checked
     alive first, rather than looked up from a pid that may be gone."""
     gone: list[str] = []
     for _ in range(DRIVER_ATTEMPTS):
         victim, phase = _driver_at_its_moment(run)
-        run_before = run.job_run_id()
-        if run_before is None:  # no job running, or the store out of reach (another fault)
-            gone.append(f"the run id of reindex pid {victim.proc.pid} could not be read before freezing it")
-            continue
         if not victim.alive():
             gone.append(f"reindex pid {victim.proc.pid} ended before it could be frozen")
             continue
-        held = run.lock_tokens(run_before)
         try:  # the driver may still end (its job done, another fault) between the check and the signal
             os.killpg(victim.proc.pid, signal.SIGSTOP)
-            break
         except ProcessLookupError:
             gone.append(f"reindex pid {victim.proc.pid} ended before it could be frozen")
+            continue
+        held = _locks_of(run.alias_locks(), victim.proc.pid)
+        if held:
+            break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(victim.proc.pid, signal.SIGCONT)
+        gone.append(f"reindex pid {victim.proc.pid} held no alias lock when frozen (resumed at once)")
     else:
         raise Missed("; ".join(gone))
     victim.frozen = True
     frozen_at = time.monotonic()
 
     def taken_over() -> str | None:
-        """Another run took a lock the frozen one held (its token grew), which is what fences the
-        frozen driver off, whether that run then resumed the job or abandoned it for a new one;
-        or, where no lock of the run could be read before the freeze, the running job's run id
-        changed. Read from the lock rows, not from the job's status alone: a takeover whose job
-        has already ended, or which the store cut kept from answering at one poll, still counts."""
-        if held:
-            now = run.lock_tokens()
-            grown = sorted(k for k, token in held.items() if now.get(k, token) > token)
-            return f"locks {', '.join(grown)} taken" if grown else None
-        now_run = run.job_run_id()
-        return f"run {now_run}" if now_run not in (None, run_before) else None
+        """Locks the frozen driver held whose token grew: another run took them, which is what
+        fences the frozen one off, whether that run then resumed the job or abandoned it for a
+        new one, and whether or not its job has ended since (the lock row stays)."""
+        now = run.alias_locks()
+        taken = [f"{key} by {now[key][1]}" for key, token in sorted(held.items()) if key in now and now[key][0] > token]
+        return ", ".join(taken) or None
 
     took: str | None = None
     second: Run | None = None
@@ -205,7 +203,7 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
         if not run.stopping.wait(run.lease_s * 1.5):
             second = run.start_reindex()
             with contextlib.suppress(Missed):  # told below, once the victim runs again
-                took = _poll(run, "takeover by the second driver", taken_over, TAKEOVER_WAIT_S)
+                took = _poll(run, "takeover by another driver", taken_over, TAKEOVER_WAIT_S)
             if took is None:  # read while the victim is still frozen: what the other runs wait on
                 waits = run.server_waits()
     finally:
@@ -213,7 +211,7 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(victim.proc.pid, signal.SIGCONT)
         victim.frozen = False
-    what = f"SIGSTOP reindex pid {victim.proc.pid} group ({phase})"
+    what = f"SIGSTOP reindex pid {victim.proc.pid} group ({phase}), holding {', '.join(sorted(held))}"
     if took is None:
         if second is None:
             started = "no second driver started (the window closed)"
@@ -221,9 +219,14 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
             started = "reindexes since the freeze: " + "; ".join(run.reindexes_since(frozen_at))
         if waits:
             started += "; waiting on the server: " + "; ".join(waits)
-        raise Missed(f"{what}; no takeover of run {run_before} seen ({started}); SIGCONT", again=False)
+        raise Missed(f"{what}; no takeover of its locks seen ({started}); SIGCONT", again=False)
     assert second is not None
-    return f"{what}; {took} from run {run_before} (second driver pid {second.proc.pid}); SIGCONT"
+    return f"{what}; taken: {took} (a second driver started: pid {second.proc.pid}); SIGCONT"
+
+
+def _locks_of(locks: dict[str, tuple[int, str]], pid: int) -> dict[str, int]:
+    """The tokens of the locks whose holder is process *pid* (holder names are host:pid:run)."""
+    return {key: token for key, (token, holder) in locks.items() if holder.rsplit(":", 2)[-2:-1] == [str(pid)]}
 
 
 def restart_postgres(run: TrialRun, fault: Fault, rng: random.Random) -> str:

@@ -262,28 +262,15 @@ class TrialRun:
     def _store(self) -> sa.Engine:
         return sa.create_engine(self.store_direct_url, pool_pre_ping=True)
 
-    def job_run_id(self) -> str | None:
+    def alias_locks(self) -> dict[str, tuple[int, str]]:
+        """Every alias lock's fencing token and holder (``host:pid:run``). A token that grew past
+        the one a frozen driver held is the takeover itself: the row stays when a lock is
+        released, so the token never goes back."""
         engine = self._store()
         try:
             with engine.connect() as conn:
-                row = conn.execute(
-                    sa.text("SELECT run_id FROM si_job WHERE status IN ('RUNNING', 'READY') ORDER BY created_at DESC")
-                ).first()
-            return None if row is None else row[0]
-        except sa.exc.DBAPIError:
-            return None
-        finally:
-            engine.dispose()
-
-    def lock_tokens(self, run_id: str | None = None) -> dict[str, int]:
-        """The alias locks' fencing tokens: those whose holder is run *run_id* (its holder name ends
-        with the run id), or every lock's. A token that grew past the one a frozen run held is the
-        takeover itself (the lock row stays when released, so the token never goes back)."""
-        engine = self._store()
-        try:
-            with engine.connect() as conn:
-                rows = conn.execute(sa.text("SELECT lock_key, holder, token FROM si_lock")).all()
-            return {key: int(token) for key, holder, token in rows if run_id is None or holder.endswith(f":{run_id}")}
+                rows = conn.execute(sa.text("SELECT lock_key, token, holder FROM si_lock")).all()
+            return {key: (int(token), holder) for key, token, holder in rows}
         except sa.exc.DBAPIError:
             return {}
         finally:

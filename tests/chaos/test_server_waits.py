@@ -47,12 +47,14 @@ def test_a_session_blocked_behind_an_idle_transaction_is_reported_with_its_block
     frozen = engine.connect()  # the frozen driver's transaction: a row updated, never committed
     frozen.exec_driver_sql("UPDATE si_job SET run_id = 'run-1' WHERE id = 'job-1'")
     frozen_pid = frozen.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-    blocked = threading.Thread(target=_take_over, args=(engine,), daemon=True)
+    done: list[int] = []
+    blocked = threading.Thread(target=_take_over, args=(engine, done), daemon=True)
     blocked.start()
     try:
         deadline = time.monotonic() + 30
         waits: list[str] = []
         while not any("waiting on Lock" in w for w in waits) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the polling pace, until the second session is seen waiting
             waits = trial.server_waits()
         assert any(f"held by [{frozen_pid}]" in w and "UPDATE si_job SET run_id = 'run-2'" in w for w in waits), waits
         assert any(w.startswith(f"pid {frozen_pid} on {name} idle in transaction") for w in waits), waits
@@ -61,9 +63,9 @@ def test_a_session_blocked_behind_an_idle_transaction_is_reported_with_its_block
         frozen.close()
         blocked.join(timeout=30)
         engine.dispose()
-    assert not blocked.is_alive()
+    assert not blocked.is_alive() and done == [1]  # the blocked update went through once freed
 
 
-def _take_over(engine: sa.Engine) -> None:
+def _take_over(engine: sa.Engine, done: list[int]) -> None:
     with engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE si_job SET run_id = 'run-2' WHERE id = 'job-1'")
+        done.append(conn.exec_driver_sql("UPDATE si_job SET run_id = 'run-2' WHERE id = 'job-1'").rowcount)

@@ -27,7 +27,7 @@ from sparkindex.coordination.engine import IDLE_IN_TRANSACTION_S, make_engine
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.tables import make_tables
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = pytest.mark.postgres
 
 HOLD = """
 import sys
@@ -54,6 +54,7 @@ def pg_store(services: dict[str, str]) -> Iterator[tuple[CoordinationStore, str,
         engine.dispose()
 
 
+@pytest.mark.slow  # the server's bound, 30 s, is what it waits for
 def test_a_lock_row_held_by_a_paused_process_is_freed_for_the_takeover(
     pg_store: tuple[CoordinationStore, str, str],
 ) -> None:
@@ -89,19 +90,35 @@ def test_a_lock_row_held_by_a_paused_process_is_freed_for_the_takeover(
         holder.wait(timeout=30)
 
 
-def test_a_store_url_keeps_its_own_session_options(services: dict[str, str]) -> None:
-    base = sa.make_url(services["postgres"])
-    for options, expected in [
-        (None, (f"{IDLE_IN_TRANSACTION_S}s", "0")),
-        ("-c statement_timeout=5000", (f"{IDLE_IN_TRANSACTION_S}s", "5s")),
-        ("-c idle_in_transaction_session_timeout=2000", ("2s", "0")),
-    ]:
-        url = base if options is None else base.update_query_dict({"options": options})
-        engine = make_engine(url.render_as_string(hide_password=False))
+@pytest.mark.parametrize(
+    ("options", "pgoptions", "expected"),
+    [
+        (None, None, (f"{IDLE_IN_TRANSACTION_S}s", "0")),
+        ("-c statement_timeout=5000", None, (f"{IDLE_IN_TRANSACTION_S}s", "5s")),
+        ("-c idle_in_transaction_session_timeout=2000", None, ("2s", "0")),
+        ("-c idle-in-transaction-session-timeout=3000", None, ("3s", "0")),
+        (None, "-c idle_in_transaction_session_timeout=4000 -c statement_timeout=6000", ("4s", "6s")),
+    ],
+    ids=["default", "url-options-kept", "url-wins", "url-wins-hyphens", "pgoptions-wins"],
+)
+def test_a_store_session_keeps_the_operators_own_settings(
+    services: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    options: str | None,
+    pgoptions: str | None,
+    expected: tuple[str, str],
+) -> None:
+    if pgoptions is None:
+        monkeypatch.delenv("PGOPTIONS", raising=False)
+    else:
+        monkeypatch.setenv("PGOPTIONS", pgoptions)
+    url = sa.make_url(services["postgres"])
+    if options is not None:
+        url = url.update_query_dict({"options": options})
+    for kind in ({}, {"autocommit": True}, {"pooled": False}):
+        engine = make_engine(url.render_as_string(hide_password=False), **kind)  # type: ignore[arg-type]
         with engine.connect() as conn:
-            got = tuple(
-                conn.exec_driver_sql(f"SHOW {name}").scalar()
-                for name in ("idle_in_transaction_session_timeout", "statement_timeout")
-            )
+            names = ("idle_in_transaction_session_timeout", "statement_timeout")
+            got = tuple(conn.exec_driver_sql(f"SHOW {name}").scalar() for name in names)
         engine.dispose()
-        assert got == expected, options
+        assert got == expected, kind

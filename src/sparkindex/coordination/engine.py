@@ -13,6 +13,7 @@ readers run alongside. Other dialects rely on the row lock every conditional UPD
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -81,19 +82,29 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
         # trip, and on a connection the server dropped it fails and SQLAlchemy logs the failure
         # at ERROR with a traceback (chaos seed 1 trial 8: a store restart under a reindex)
         options.update(poolclass=sa.pool.NullPool, pool_reset_on_return=None)
-    connect_args: dict[str, Any] = {"connect_timeout": 10}
+    engine = sa.create_engine(url, connect_args={"connect_timeout": 10}, **options)
     if scheme == "postgresql":
-        connect_args["options"] = _session_options(sa.make_url(url).query.get("options"))
-    return sa.create_engine(url, connect_args=connect_args, **options)
+        _bound_idle_transactions(engine, url)
+    return engine
 
 
-def _session_options(given: str | tuple[str, ...] | None) -> str:
-    """The libpq ``options`` of a store session: the URL's own, plus the idle-in-transaction
-    bound unless the URL sets one (``connect_args`` replaces the URL's ``options`` outright)."""
-    own = " ".join(given) if isinstance(given, tuple) else (given or "")
-    if "idle_in_transaction_session_timeout" in own:
-        return own
-    return f"{own} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_S * 1000}".strip()
+def _bound_idle_transactions(engine: Engine, url: str) -> None:
+    """Each new session sets ``idle_in_transaction_session_timeout``, unless the URL's ``options``
+    or ``PGOPTIONS`` set it (theirs wins). A ``SET`` when the session opens, rather than libpq's
+    ``options`` startup parameter: that would replace ``PGOPTIONS``, and PgBouncer refuses it."""
+    given = sa.make_url(url).query.get("options") or ""
+    own = " ".join(given) if isinstance(given, tuple) else given
+    if "idle_in_transaction_session_timeout" in f"{own} {os.environ.get('PGOPTIONS', '')}".replace("-", "_"):
+        return
+    statement = f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_S * 1000}"
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute(statement)
+        cur.close()
+        if not getattr(dbapi_conn, "autocommit", False):
+            dbapi_conn.commit()  # the SET holds for the session; leave no transaction open
 
 
 def _v2_partition_writer(conn: sa.Connection, tables: Tables) -> None:

@@ -226,7 +226,7 @@ def stop_driver(run: TrialRun, fault: Fault, rng: random.Random) -> str:
 
 def _locks_of(locks: dict[str, tuple[int, str]], pid: int) -> dict[str, int]:
     """The tokens of the locks whose holder is process *pid* (holder names are host:pid:run)."""
-    return {key: token for key, (token, holder) in locks.items() if holder.rsplit(":", 2)[-2:-1] == [str(pid)]}
+    return {key: token for key, (token, holder) in locks.items() if holder.rsplit(":", 2)[1:2] == [str(pid)]}
 
 
 def restart_postgres(run: TrialRun, fault: Fault, rng: random.Random) -> str:

@@ -232,19 +232,42 @@ def _trial_reading(url: str) -> TrialRun:
     return trial
 
 
-def test_partitions_running_counts_only_unexpired_leases(tmp_path: Path) -> None:
+def _sqlite_store(tmp_path: Path, *statements: str) -> tuple[str, sa.Engine]:
+    """A SQLite file holding what *statements* make: the store a :func:`_trial_reading` reads."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE si_partition (id text, status text, last_heartbeat float)")
-        conn.exec_driver_sql("INSERT INTO si_partition VALUES ('stale', 'PROCESSING', 1.0)")
-        conn.exec_driver_sql("INSERT INTO si_partition VALUES ('never', 'PROCESSING', NULL)")
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+    return url, engine
+
+
+def test_partitions_running_counts_only_unexpired_leases(tmp_path: Path) -> None:
+    url, engine = _sqlite_store(
+        tmp_path,
+        "CREATE TABLE si_partition (id text, status text, last_heartbeat float)",
+        "INSERT INTO si_partition VALUES ('stale', 'PROCESSING', 1.0)",
+        "INSERT INTO si_partition VALUES ('never', 'PROCESSING', NULL)",
+    )
     trial = _trial_reading(url)
     assert trial.partitions_running() is False  # a killed driver's claims, long expired
     with engine.begin() as conn:
         conn.exec_driver_sql("INSERT INTO si_partition VALUES ('live', 'PROCESSING', strftime('%s', 'now'))")
     assert trial.partitions_running() is True
     engine.dispose()
+
+
+def test_alias_locks_reads_every_lock_with_its_holder(tmp_path: Path) -> None:
+    url, engine = _sqlite_store(
+        tmp_path,
+        "CREATE TABLE si_lock (lock_key text, holder text, token integer)",
+        "INSERT INTO si_lock VALUES ('products', 'vm:41:run-1', 2), ('reviews', 'vm:4:run-2', 5)",
+    )
+    locks = _trial_reading(url).alias_locks()
+    engine.dispose()
+    assert locks == {"products": (2, "vm:41:run-1"), "reviews": (5, "vm:4:run-2")}
+    assert faults._locks_of(locks, 41) == {"products": 2}  # not pid 4's, whose name is a prefix
+    assert faults._locks_of({"users": (7, "host:with:colons:41:run-3")}, 41) == {"users": 7}
 
 
 # -- 3. stop_driver counts only a freeze somebody took over from ---------------------------------------
@@ -452,16 +475,3 @@ def test_the_summary_counts_injected_missed_and_errored_apart() -> None:
         "kill_driver": {"injected": 1, "missed": 1, "errored": 1},
         "stop_driver": {"injected": 0, "missed": 1, "errored": 0},
     }
-
-
-def test_alias_locks_reads_every_lock_with_its_holder(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE si_lock (lock_key text, holder text, token integer)")
-        conn.exec_driver_sql("INSERT INTO si_lock VALUES ('products', 'vm:41:run-1', 2), ('reviews', 'vm:4:run-2', 5)")
-    locks = _trial_reading(url).alias_locks()
-    engine.dispose()
-    assert locks == {"products": (2, "vm:41:run-1"), "reviews": (5, "vm:4:run-2")}
-    assert faults._locks_of(locks, 41) == {"products": 2}  # not pid 4's, whose name is a prefix
-    assert faults._locks_of({"users": (7, "host:with:colons:41:run-3")}, 41) == {"users": 7}

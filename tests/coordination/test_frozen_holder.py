@@ -3,8 +3,8 @@
 A VM pause or SIGSTOP can catch a driver's lock keeper between its UPDATE and its COMMIT (or a
 worker inside its write-ahead record). Its row locks then stay until it wakes up, and the driver
 taking over waits on them for as long: CI's chaos round saw a takeover stall for the whole of a
-frozen driver's 100 s. PostgreSQL ends such a session after
-:data:`~sparkindex.coordination.engine.IDLE_IN_TRANSACTION_S`, which frees the rows; fencing
+frozen driver's 100 s. PostgreSQL and MariaDB end such a session after
+:data:`~sparkindex.coordination.idle_bound.IDLE_IN_TRANSACTION_S`, which frees the rows; fencing
 tokens keep the paused process from doing harm when it wakes. The paused process here is real
 (a Python process holding the lock row, stopped with SIGSTOP).
 """
@@ -23,11 +23,10 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from sparkindex.coordination.engine import IDLE_IN_TRANSACTION_S, make_engine
+from sparkindex.coordination.engine import make_engine
+from sparkindex.coordination.idle_bound import IDLE_IN_TRANSACTION_S
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.tables import make_tables
-
-pytestmark = pytest.mark.postgres
 
 HOLD = """
 import sys
@@ -41,9 +40,16 @@ sys.stdin.read()  # held until the test ends this process
 """
 
 
-@pytest.fixture
-def pg_store(services: dict[str, str]) -> Iterator[tuple[CoordinationStore, str, str]]:
-    url, prefix = services["postgres"], f"t{uuid.uuid4().hex[:8]}_"
+@pytest.fixture(
+    params=[
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),  # MariaDB; InnoDB alone would wait 50 s, then fail
+    ]
+)
+def server_store(
+    request: pytest.FixtureRequest, services: dict[str, str]
+) -> Iterator[tuple[CoordinationStore, str, str]]:
+    url, prefix = services[request.param], f"t{uuid.uuid4().hex[:8]}_"
     store = CoordinationStore(url, prefix)
     try:
         yield store, url, prefix
@@ -56,9 +62,9 @@ def pg_store(services: dict[str, str]) -> Iterator[tuple[CoordinationStore, str,
 
 @pytest.mark.slow  # the server's bound, 30 s, is what it waits for
 def test_a_lock_row_held_by_a_paused_process_is_freed_for_the_takeover(
-    pg_store: tuple[CoordinationStore, str, str],
+    server_store: tuple[CoordinationStore, str, str],
 ) -> None:
-    store, url, prefix = pg_store
+    store, url, prefix = server_store
     first = store.locks.acquire("products", "vm:1:run-frozen", ttl_s=1.0)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, url, f"{prefix}si_lock"],
@@ -90,6 +96,18 @@ def test_a_lock_row_held_by_a_paused_process_is_freed_for_the_takeover(
         holder.wait(timeout=30)
 
 
+def session_values(url: sa.URL, queries: list[str]) -> Iterator[tuple[dict[str, bool], tuple[object, ...]]]:
+    """What *queries* answer on a new session of each kind of store engine (pooled, autocommit,
+    unpooled): each kind opens its sessions its own way, and each must get the bound."""
+    for kind in ({}, {"autocommit": True}, {"pooled": False}):
+        engine = make_engine(url.render_as_string(hide_password=False), **kind)  # type: ignore[arg-type]
+        with engine.connect() as conn:
+            got = tuple(conn.exec_driver_sql(query).scalar() for query in queries)
+        engine.dispose()
+        yield kind, got
+
+
+@pytest.mark.postgres
 @pytest.mark.parametrize(
     ("options", "pgoptions", "expected"),
     [
@@ -115,10 +133,25 @@ def test_a_store_session_keeps_the_operators_own_settings(
     url = sa.make_url(services["postgres"])
     if options is not None:
         url = url.update_query_dict({"options": options})
-    for kind in ({}, {"autocommit": True}, {"pooled": False}):
-        engine = make_engine(url.render_as_string(hide_password=False), **kind)  # type: ignore[arg-type]
-        with engine.connect() as conn:
-            names = ("idle_in_transaction_session_timeout", "statement_timeout")
-            got = tuple(conn.exec_driver_sql(f"SHOW {name}").scalar() for name in names)
-        engine.dispose()
+    names = ("idle_in_transaction_session_timeout", "statement_timeout")
+    for kind, got in session_values(url, [f"SHOW {name}" for name in names]):
         assert got == expected, kind
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize(
+    ("init_command", "expected"),
+    [(None, IDLE_IN_TRANSACTION_S), ("SET SESSION idle_transaction_timeout = 7", 7)],
+    ids=["default", "operator-wins"],
+)
+def test_a_mariadb_store_session_is_bounded_unless_the_operator_bounded_it(
+    services: dict[str, str], init_command: str | None, expected: int
+) -> None:
+    """MariaDB's bound is ``idle_transaction_timeout`` (MySQL has none). A value the session
+    already has when it opens, from the server's configuration or the URL's ``init_command``, is
+    the operator's and is kept."""
+    url = sa.make_url(services["mysql"])
+    if init_command is not None:
+        url = url.update_query_dict({"init_command": init_command})
+    for kind, got in session_values(url, ["SELECT @@SESSION.idle_transaction_timeout"]):
+        assert got == (expected,), kind

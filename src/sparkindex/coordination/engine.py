@@ -13,7 +13,6 @@ readers run alongside. Other dialects rely on the row lock every conditional UPD
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -24,18 +23,12 @@ from sqlalchemy.engine import Engine
 
 from sparkindex.config.secrets import redact_url
 from sparkindex.config.urls import normalize_url
+from sparkindex.coordination.idle_bound import bound_idle_transactions
 from sparkindex.coordination.tables import SCHEMA_VERSION, Tables
 from sparkindex.errors import ConfigError, PermanentError, TransientError
 
 #: how long a process waits for another to finish creating or upgrading the store's schema
 SCHEMA_LOCK_WAIT_S = 300
-#: PostgreSQL ends a store session left idle inside a transaction this long. The store's
-#: transactions are milliseconds of work between statements, so such a session belongs to a
-#: process that is paused (a VM, SIGSTOP): its row locks would otherwise hold up the driver
-#: taking its job over until it woke up (chaos ``stop_driver``: a worker frozen inside its
-#: write-ahead record kept the partition row the takeover resets). Fencing tokens keep the
-#: paused process from doing harm when it wakes; its statement then fails and reruns.
-IDLE_IN_TRANSACTION_S = 30
 
 
 def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> Engine:
@@ -83,28 +76,8 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
         # at ERROR with a traceback (chaos seed 1 trial 8: a store restart under a reindex)
         options.update(poolclass=sa.pool.NullPool, pool_reset_on_return=None)
     engine = sa.create_engine(url, connect_args={"connect_timeout": 10}, **options)
-    if scheme == "postgresql":
-        _bound_idle_transactions(engine, url)
+    bound_idle_transactions(engine, url)
     return engine
-
-
-def _bound_idle_transactions(engine: Engine, url: str) -> None:
-    """Each new session sets ``idle_in_transaction_session_timeout``, unless the URL's ``options``
-    or ``PGOPTIONS`` set it (theirs wins). A ``SET`` when the session opens, rather than libpq's
-    ``options`` startup parameter: that would replace ``PGOPTIONS``, and PgBouncer refuses it."""
-    given = sa.make_url(url).query.get("options") or ""
-    own = " ".join(given) if isinstance(given, tuple) else given
-    if "idle_in_transaction_session_timeout" in f"{own} {os.environ.get('PGOPTIONS', '')}".replace("-", "_"):
-        return
-    statement = f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_S * 1000}"
-
-    @sa.event.listens_for(engine, "connect")
-    def _connect(dbapi_conn: Any, _record: Any) -> None:
-        cur = dbapi_conn.cursor()
-        cur.execute(statement)
-        cur.close()
-        if not getattr(dbapi_conn, "autocommit", False):
-            dbapi_conn.commit()  # the SET holds for the session; leave no transaction open
 
 
 def _v2_partition_writer(conn: sa.Connection, tables: Tables) -> None:

@@ -11,11 +11,13 @@ Each server has its own setting, set when a session opens; a value the operator 
 - PostgreSQL: ``idle_in_transaction_session_timeout``, unless the URL's ``options`` or
   ``PGOPTIONS`` set it. A ``SET`` rather than libpq's ``options`` startup parameter: that would
   replace ``PGOPTIONS``, and PgBouncer refuses it.
-- MariaDB: ``idle_transaction_timeout``, unless the session already has one when it opens (the
-  server's configuration, or the URL's ``init_command``).
+- MariaDB (10.3 and later): ``idle_transaction_timeout``, unless the session already has an idle
+  transaction bound when it opens (the server's configuration, or the URL's ``init_command``).
 - MySQL has no such setting: there InnoDB fails the *waiting* statement after
-  ``innodb_lock_wait_timeout``, the store reruns it, and the takeover waits for the paused process
-  or its connection to go.
+  ``innodb_lock_wait_timeout``, and the store reruns it (``rerun_on_conflict``) until the paused
+  process or its connection goes, or until the rerun deadline, when the takeover exits 3.
+
+An operator's own value may be longer than ours; the takeover then waits as long.
 """
 
 from __future__ import annotations
@@ -62,18 +64,13 @@ def _bound_mariadb(engine: Engine) -> None:
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
-        try:
-            # one round trip; MySQL has no such variable, so it is asked for only on MariaDB
-            cur.execute("SELECT VERSION() LIKE '%MariaDB%'")
-            (mariadb,) = cur.fetchone()
-            if not mariadb:
-                return
-            cur.execute("SELECT @@SESSION.idle_transaction_timeout")
-            (current,) = cur.fetchone()
-            if current:
-                log.debug("store session keeps its idle_transaction_timeout of %s s", current)
-                return
+        # No rows on MySQL or on MariaDB before 10.3, which have no such setting; a server's own
+        # idle_write_ or idle_readonly_ value overrides idle_transaction_timeout, so any counts.
+        cur.execute("SHOW SESSION VARIABLES LIKE 'idle\\_%transaction\\_timeout'")
+        values = {str(name): int(value) for name, value in cur.fetchall()}
+        if "idle_transaction_timeout" in values and not any(values.values()):
             cur.execute(f"SET SESSION idle_transaction_timeout = {IDLE_IN_TRANSACTION_S}")
-        finally:
-            cur.close()
-            dbapi_conn.commit()  # leave no transaction open (a no-op under autocommit)
+        elif any(values.values()):
+            log.debug("store session keeps its own idle transaction bounds: %s", values)
+        cur.close()
+        dbapi_conn.commit()  # leave no transaction open (a no-op under autocommit)

@@ -38,6 +38,7 @@ class LockManager:
             for r in rows
         }
 
+    @rerun_on_conflict  # a lock wait that timed out (a holder paused inside its transaction) reruns
     def acquire(
         self,
         key: str,
@@ -48,7 +49,9 @@ class LockManager:
     ) -> int:
         """Take the lock; return the new fencing token. Raises :class:`LockHeld` if a live holder has it.
 
-        An expired lock, or one whose holder *holder_is_dead* confirms gone, is taken over.
+        An expired lock, or one whose holder *holder_is_dead* confirms gone, is taken over. Safe to
+        rerun whole: each attempt reads the lock again, and a rerun after a lost COMMIT reply finds
+        the lock its own and takes it again with the next token.
         """
         for _ in range(3):
             current = self.get(key)

@@ -37,22 +37,36 @@ class PrivateMariaDB:
         self.dir = Path(tempfile.mkdtemp(prefix="sparkindex-my-"))
         self.data = self.dir / "data"
         self.port = _free_port()
-        self.data.mkdir()
         shutil.chown(self.dir, "mysql", "mysql")
-        shutil.chown(self.data, "mysql", "mysql")
-        subprocess.run(
-            [
-                "mariadb-install-db",
-                "--user=mysql",
-                f"--datadir={self.data}",
-                "--auth-root-authentication-method=normal",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
+        self._install()
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
+
+    def _install(self) -> None:
+        """Bootstrap the data directory, once more if the first attempt fails, with the tool's
+        own words in the error. Once, under a full parallel run, ``mariadb-install-db`` exited 1
+        half-way through the ``sys`` schema, after a clean shutdown, and its output was lost."""
+        failures: list[str] = []
+        for _attempt in range(2):
+            shutil.rmtree(self.data, ignore_errors=True)
+            self.data.mkdir()
+            shutil.chown(self.data, "mysql", "mysql")
+            done = subprocess.run(
+                [
+                    "mariadb-install-db",
+                    "--user=mysql",
+                    f"--datadir={self.data}",
+                    "--auth-root-authentication-method=normal",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                start_new_session=True,  # no signal meant for the test's process group reaches it
+            )
+            if done.returncode == 0:
+                return
+            failures.append(f"exit {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")
+        raise RuntimeError(f"mariadb-install-db failed twice in {self.data}:\n" + "\n---\n".join(failures))
 
     @property
     def url(self) -> str:
@@ -67,6 +81,7 @@ class PrivateMariaDB:
                 f"--port={self.port}",
                 "--bind-address=127.0.0.1",
                 f"--socket={self.dir}/mysqld.sock",
+                f"--pid-file={self.dir}/mysqld.pid",  # not the packaged config's, which every server shares
                 f"--log-error={self.dir}/error.log",
                 f"--log-bin={self.dir}/binlog",
                 "--binlog-format=ROW",

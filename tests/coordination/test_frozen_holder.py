@@ -107,6 +107,8 @@ def test_a_lock_row_held_by_a_paused_process_is_freed_for_the_takeover(
         waited = time.monotonic() - started
         assert taken == [first + 1], f"no takeover after {waited:.0f} s of the paused process: {failed}"
         assert waited > IDLE_IN_TRANSACTION_S - 5, f"took over in {waited:.0f} s: the row was never held"
+        # the new lease counts from the takeover, not from before its wait (8 s < the wait)
+        assert [lock.token for lock in store.locks.unexpired(["products"])] == [first + 1]
 
         os.kill(holder.pid, signal.SIGCONT)  # the paused process wakes, and commits what it held
         out, _ = holder.communicate("go\n", timeout=60)
@@ -163,8 +165,13 @@ def test_a_store_session_keeps_the_operators_own_settings(
 @pytest.mark.mysql
 @pytest.mark.parametrize(
     ("init_command", "expected"),
-    [(None, IDLE_IN_TRANSACTION_S), ("SET SESSION idle_transaction_timeout = 7", 7)],
-    ids=["default", "operator-wins"],
+    [
+        (None, IDLE_IN_TRANSACTION_S),
+        ("SET SESSION idle_transaction_timeout = 7", 7),
+        # a bound on read-only transactions only leaves write transactions to ours
+        ("SET SESSION idle_readonly_transaction_timeout = 9", IDLE_IN_TRANSACTION_S),
+    ],
+    ids=["default", "operator-wins", "readonly-only"],
 )
 def test_a_mariadb_store_session_is_bounded_unless_the_operator_bounded_it(
     services: dict[str, str], init_command: str | None, expected: int

@@ -64,13 +64,14 @@ def _bound_mariadb(engine: Engine) -> None:
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
-        # No rows on MySQL or on MariaDB before 10.3, which have no such setting; a server's own
-        # idle_write_ or idle_readonly_ value overrides idle_transaction_timeout, so any counts.
-        cur.execute("SHOW SESSION VARIABLES LIKE 'idle\\_%transaction\\_timeout'")
-        values = {str(name): int(value) for name, value in cur.fetchall()}
-        if "idle_transaction_timeout" in values and not any(values.values()):
+        # No row on MySQL or on MariaDB before 10.3, which have no such setting. The server's own
+        # idle_write_ or idle_readonly_ value, where set, still overrides ours for its kind of
+        # transaction: MariaDB falls back to idle_transaction_timeout only where they are 0.
+        cur.execute("SHOW SESSION VARIABLES LIKE 'idle\\_transaction\\_timeout'")
+        row = cur.fetchone()
+        if row is not None and int(row[1]) == 0:
             cur.execute(f"SET SESSION idle_transaction_timeout = {IDLE_IN_TRANSACTION_S}")
-        elif any(values.values()):
-            log.debug("store session keeps its own idle transaction bounds: %s", values)
+        elif row is not None:
+            log.debug("store session keeps its own idle_transaction_timeout of %s s", row[1])
         cur.close()
         dbapi_conn.commit()  # leave no transaction open (a no-op under autocommit)

@@ -54,7 +54,8 @@ class LockManager:
         the lock its own and takes it again with the next token.
         """
         for _ in range(3):
-            current = self.get(key)
+            with self.engine.connect() as conn:  # not get(): its own reruns would stack on these
+                current = self._read(conn, [key]).get(key)
             try:
                 with self.engine.begin() as conn:
                     now = store_now(conn)  # expiry on the store's clock, whatever this process's says
@@ -90,10 +91,21 @@ class LockManager:
                         )
                     )
                     if res.rowcount == 1:
+                        # the UPDATE may have waited long for the row (a holder paused inside its
+                        # transaction): the lease starts now, not when this attempt began
+                        self._start_lease(conn, key, current.token + 1, ttl_s)
                         return current.token + 1
             except IntegrityError:
                 continue  # someone inserted first; read again
         raise LockHeld(f"alias {key!r}: lock contended, try again")
+
+    def _start_lease(self, conn: sa.Connection, key: str, token: int, ttl_s: float) -> None:
+        now = store_now(conn)
+        conn.execute(
+            self.t.update()
+            .where(self.t.c.lock_key == key, self.t.c.token == token)
+            .values(acquired_at=now, last_heartbeat=now, expires_at=now + ttl_s)
+        )
 
     def refresh(self, key: str, token: int, ttl_s: float) -> None:
         with self.engine.begin() as conn:

@@ -76,7 +76,7 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
         # at ERROR with a traceback (chaos seed 1 trial 8: a store restart under a reindex)
         options.update(poolclass=sa.pool.NullPool, pool_reset_on_return=None)
     engine = sa.create_engine(url, connect_args={"connect_timeout": 10}, **options)
-    bound_idle_transactions(engine, url)
+    bound_idle_transactions(engine, scheme, url)
     return engine
 
 

@@ -35,9 +35,8 @@ log = logging.getLogger(__name__)
 IDLE_IN_TRANSACTION_S = 30
 
 
-def bound_idle_transactions(engine: Engine, url: str) -> None:
-    """Install the bound for *engine*'s server kind (*url* already normalized); nothing for SQLite."""
-    scheme = url.split(":", 1)[0].split("+", 1)[0]
+def bound_idle_transactions(engine: Engine, scheme: str, url: str) -> None:
+    """Install the bound for *engine*'s server kind (*scheme* of the normalized *url*)."""
     if scheme == "postgresql":
         _bound_postgres(engine, url)
     elif scheme == "mysql":

@@ -93,29 +93,24 @@ class LockManager:
                     if res.rowcount == 1:
                         # the UPDATE may have waited long for the row (a holder paused inside its
                         # transaction): the lease starts now, not when this attempt began
-                        self._start_lease(conn, key, current.token + 1, ttl_s)
+                        self._renew(conn, key, current.token + 1, ttl_s, new=True)
                         return current.token + 1
             except IntegrityError:
                 continue  # someone inserted first; read again
         raise LockHeld(f"alias {key!r}: lock contended, try again")
 
-    def _start_lease(self, conn: sa.Connection, key: str, token: int, ttl_s: float) -> None:
+    def _renew(self, conn: sa.Connection, key: str, token: int, ttl_s: float, *, new: bool = False) -> bool:
+        """Start *token*'s lease again from the store's clock now; *new*: the lease of a fresh
+        acquisition. False if *token* no longer holds the lock."""
         now = store_now(conn)
-        conn.execute(
-            self.t.update()
-            .where(self.t.c.lock_key == key, self.t.c.token == token)
-            .values(acquired_at=now, last_heartbeat=now, expires_at=now + ttl_s)
-        )
+        times = {"last_heartbeat": now, "expires_at": now + ttl_s, **({"acquired_at": now} if new else {})}
+        res = conn.execute(self.t.update().where(self.t.c.lock_key == key, self.t.c.token == token).values(**times))
+        return bool(res.rowcount == 1)
 
     def refresh(self, key: str, token: int, ttl_s: float) -> None:
         with self.engine.begin() as conn:
-            now = store_now(conn)
-            res = conn.execute(
-                self.t.update()
-                .where(self.t.c.lock_key == key, self.t.c.token == token)
-                .values(last_heartbeat=now, expires_at=now + ttl_s)
-            )
-        if res.rowcount != 1:
+            renewed = self._renew(conn, key, token, ttl_s)
+        if not renewed:
             raise LockLost(f"lock {key!r}: token {token} no longer holds it")
 
     @rerun_on_conflict

@@ -103,3 +103,25 @@ def test_a_reindex_onto_a_full_disk_says_so_and_exits_3(tmp_path: Path, cli: Pat
     assert done.returncode == 3, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert "No space left on device" in done.stderr and str(tmp_path / "index") in done.stderr, done.stderr[-2000:]
+
+
+def test_adopting_stages_on_a_full_disk_is_transient_and_a_retry_adopts_them(disk: SmallDisk) -> None:
+    """The finish adopts the sealed stages by rewriting the version's meta.json and its list of
+    managed files. On a full disk that is a transient error naming the version (exit 3, a rerun
+    finishes the job), not an OSError the CLI prints as a traceback (chaos seed 3, trial 1: the
+    disk filled while the driver finished). Once there is room, the same adoption adds every
+    document, once."""
+    target = TantivyTarget(TantivyTargetConfig(root=disk.path / "index", stage_heap_mb=16, writer_threads=1))
+    index = target.create_version("shop", MAPPING)
+    stage = target.open_stage(index, "p1.1.1")
+    assert stage is not None
+    assert stage.add([big_doc(i) for i in range(20)]) == []
+    stage.seal()
+    disk.fill()
+    with pytest.raises(TransientError, match="No space left on device") as raised:
+        target.adopt_stages(index, ["p1.1.1"])
+    assert index in str(raised.value)
+    disk.free()
+    assert target.adopt_stages(index, ["p1.1.1"]) == 20
+    assert target.count(index) == 20
+    target.close()

@@ -36,6 +36,7 @@ from sparkindex.targets.base import (
 from sparkindex.targets.tantivy import reader, stages
 from sparkindex.targets.tantivy.catalogue import AliasCatalogue
 from sparkindex.targets.tantivy.config import TantivyTargetConfig
+from sparkindex.targets.tantivy.errors import disk_errors_are_transient
 from sparkindex.targets.tantivy.schema import SchemaPlan, build_schema, to_tantivy_json
 from sparkindex.targets.tantivy.stages import TantivyStage
 from sparkindex.targets.tantivy.writer import WriterClient
@@ -72,15 +73,16 @@ class TantivyTarget(Target):
             shutil.rmtree(path)
         tmp = self.root / f".creating-{index}"
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
         schema, _ = build_schema(mapping)
-        tantivy.Index(schema, path=str(tmp), reuse=False)
-        (tmp / MAPPING_FILE).write_bytes(orjson.dumps(mapping, option=orjson.OPT_INDENT_2))
         # whether the version is built in stages is fixed here, once: a job resumed with another
         # setting must not mix staged (add-only) writes with the service's upserts
         state = {"state": "building", "created_at": time.time(), "staged": self.config.staged_builds}
-        (tmp / STATE_FILE).write_bytes(orjson.dumps(state))
-        tmp.rename(path)  # appears whole or not at all
+        with disk_errors_are_transient(f"index {index}: creating it under {self.root}"):
+            tmp.mkdir(parents=True)
+            tantivy.Index(schema, path=str(tmp), reuse=False)
+            (tmp / MAPPING_FILE).write_bytes(orjson.dumps(mapping, option=orjson.OPT_INDENT_2))
+            (tmp / STATE_FILE).write_bytes(orjson.dumps(state))
+            tmp.rename(path)  # appears whole or not at all
         return index
 
     def _state(self, index: str) -> dict[str, Any]:
@@ -184,8 +186,11 @@ class TantivyTarget(Target):
         path = self._dir(index)
         if not stages.stages_dir(path).exists():
             return 0
-        with self._writer_client(index).exclusive():  # no Tantivy writer may be open meanwhile
-            added = stages.adopt(path, names)
+        with (
+            disk_errors_are_transient(f"index {index}: adopting its sealed stages"),
+            self._writer_client(index).exclusive(),  # no Tantivy writer may be open meanwhile
+        ):
+            added = stages.adopt(path, names)  # done again whole by a rerun: nothing is adopted twice
             stages.remove_stages(path)  # before anyone may merge the adopted segments away
         self._open.pop(index, None)
         return added
@@ -199,7 +204,8 @@ class TantivyTarget(Target):
             client.stop_if_running()
         else:
             client.finish()  # commit, merge and collect garbage, starting a service if needed
-        self._write_state(index, {"state": "ready", "finished_at": time.time()})
+        with disk_errors_are_transient(f"index {index}: marking it finished"):
+            self._write_state(index, {"state": "ready", "finished_at": time.time()})
 
     def observe_fence(self, alias: str, fence: int) -> None:
         self.catalogue.observe_fence(alias, fence)

@@ -118,10 +118,69 @@ def test_adopting_stages_on_a_full_disk_is_transient_and_a_retry_adopts_them(dis
     assert stage.add([big_doc(i) for i in range(20)]) == []
     stage.seal()
     disk.fill()
-    with pytest.raises(TransientError, match="No space left on device") as raised:
+    with pytest.raises(TransientError, match=r"No space left on device.*has room") as raised:
         target.adopt_stages(index, ["p1.1.1"])
     assert index in str(raised.value)
+    assert target.count(index) == 0, "nothing is adopted until meta.json lists it"
+    assert not list((disk.path / "index").rglob("*.tmp")), "a failed replace leaves no temporary file"
     disk.free()
     assert target.adopt_stages(index, ["p1.1.1"]) == 20
     assert target.count(index) == 20
     target.close()
+
+
+def test_a_version_created_on_a_full_disk_is_transient_and_leaves_nothing(disk: SmallDisk) -> None:
+    """Tantivy itself reports the full disk (a ValueError, "No space left on device") while it
+    writes the new version's first files: a transient error naming the version, the half-made
+    directory removed (its space given back), and a rerun once there is room creates it."""
+    target = TantivyTarget(TantivyTargetConfig(root=disk.path / "index"))
+    target.create_version("shop", MAPPING)  # the root and the alias's first version exist
+    disk.fill()
+    with pytest.raises(TransientError, match=r"shop_v2.*No space left on device.*has room"):
+        target.create_version("shop", MAPPING)
+    assert sorted(p.name for p in (disk.path / "index").iterdir() if p.name.startswith(".creating")) == []
+    disk.free()
+    assert target.create_version("shop", MAPPING) == "shop_v2"
+    target.close()
+
+
+def test_a_state_write_cut_short_leaves_the_old_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version's state file is read by every later run: written in place, a write that failed
+    after the truncate left it empty and every rerun stopped on a decoding error. A tmpfs cannot
+    show that failure (the truncate frees the page the write then takes), so the one system call
+    that fails on a full ext4 disk, the write's fsync, is made to fail here."""
+    import errno
+
+    from sparkindex.targets.tantivy import files
+
+    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
+    index = target.create_version("shop", MAPPING)
+    state = (tmp_path / "index" / index / "sparkindex-state.json").read_bytes()
+
+    def no_space(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", no_space)
+    with pytest.raises(TransientError, match=rf"{index}.*No space left on device.*has room"):
+        target.finish_version(index)
+    monkeypatch.undo()
+    assert (tmp_path / "index" / index / "sparkindex-state.json").read_bytes() == state
+    assert not list((tmp_path / "index").rglob("*.tmp"))
+    target.finish_version(index)  # the rerun
+    assert b'"ready"' in (tmp_path / "index" / index / "sparkindex-state.json").read_bytes()
+    target.close()
+
+
+def test_only_disk_errors_are_called_the_disk() -> None:
+    """A permission or descriptor error is not a full disk: it passes through as it is, never as
+    "rerun once the disk has room"."""
+    import errno
+
+    from sparkindex.targets.tantivy.errors import disk_errors_are_transient
+
+    with pytest.raises(PermissionError), disk_errors_are_transient("index x"):
+        raise PermissionError(errno.EACCES, "Permission denied")
+    with pytest.raises(ValueError, match="schema"), disk_errors_are_transient("index x"):
+        raise ValueError("a schema error")
+    with pytest.raises(TransientError, match="disk is fixed"), disk_errors_are_transient("index x"):
+        raise OSError(errno.EROFS, "Read-only file system")

@@ -11,7 +11,6 @@ is refused with an older token, so a job whose lock was taken over can never mov
 from __future__ import annotations
 
 import fcntl
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,8 @@ from typing import Any
 import orjson
 
 from sparkindex.errors import LockLost, TransientError
+from sparkindex.targets.tantivy.errors import disk_errors_are_transient
+from sparkindex.targets.tantivy.files import write_atomically
 
 
 class AliasCatalogue:
@@ -31,8 +32,10 @@ class AliasCatalogue:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "a+b") as fh:
+        with disk_errors_are_transient(f"alias catalogue {self.path}: opening its lock"):
+            self.root.mkdir(parents=True, exist_ok=True)
+            fh = open(self._lock_path, "a+b")  # noqa: SIM115 - closed below, after the unlock
+        with fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
                 yield
@@ -51,14 +54,9 @@ class AliasCatalogue:
         return None if entry is None or entry.get("index") is None else str(entry["index"])
 
     def _write(self, data: dict[str, Any]) -> None:
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
         try:
-            tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            write_atomically(self.path, orjson.dumps(data, option=orjson.OPT_INDENT_2))
         except OSError as exc:  # a full or read-only disk: the old catalogue stands, a rerun retries
-            tmp.unlink(missing_ok=True)
             raise TransientError(f"tantivy alias catalogue {self.path}: {exc.strerror or exc}") from exc
 
     def observe_fence(self, alias: str, fence: int) -> None:

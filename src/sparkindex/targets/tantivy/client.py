@@ -37,6 +37,7 @@ from sparkindex.targets.tantivy import reader, stages
 from sparkindex.targets.tantivy.catalogue import AliasCatalogue
 from sparkindex.targets.tantivy.config import TantivyTargetConfig
 from sparkindex.targets.tantivy.errors import disk_errors_are_transient
+from sparkindex.targets.tantivy.files import write_atomically
 from sparkindex.targets.tantivy.schema import SchemaPlan, build_schema, to_tantivy_json
 from sparkindex.targets.tantivy.stages import TantivyStage
 from sparkindex.targets.tantivy.writer import WriterClient
@@ -61,7 +62,8 @@ class TantivyTarget(Target):
         return self.root / index
 
     def create_version(self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None) -> str:
-        self.root.mkdir(parents=True, exist_ok=True)
+        with disk_errors_are_transient(f"index root {self.root}: creating it"):
+            self.root.mkdir(parents=True, exist_ok=True)
         existing = [version_number(alias, v) or 0 for v in self.list_versions(alias)]
         n = max(existing, default=0) + 1
         # A directory without a mapping is a version whose creation was interrupted (it is not
@@ -77,12 +79,16 @@ class TantivyTarget(Target):
         # whether the version is built in stages is fixed here, once: a job resumed with another
         # setting must not mix staged (add-only) writes with the service's upserts
         state = {"state": "building", "created_at": time.time(), "staged": self.config.staged_builds}
-        with disk_errors_are_transient(f"index {index}: creating it under {self.root}"):
-            tmp.mkdir(parents=True)
-            tantivy.Index(schema, path=str(tmp), reuse=False)
-            (tmp / MAPPING_FILE).write_bytes(orjson.dumps(mapping, option=orjson.OPT_INDENT_2))
-            (tmp / STATE_FILE).write_bytes(orjson.dumps(state))
-            tmp.rename(path)  # appears whole or not at all
+        try:
+            with disk_errors_are_transient(f"index {index}: creating it under {self.root}"):
+                tmp.mkdir(parents=True)
+                tantivy.Index(schema, path=str(tmp), reuse=False)
+                (tmp / MAPPING_FILE).write_bytes(orjson.dumps(mapping, option=orjson.OPT_INDENT_2))
+                (tmp / STATE_FILE).write_bytes(orjson.dumps(state))
+                tmp.rename(path)  # appears whole or not at all
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # the space goes back; the rerun starts afresh
+            raise
         return index
 
     def _state(self, index: str) -> dict[str, Any]:
@@ -93,7 +99,9 @@ class TantivyTarget(Target):
         return state
 
     def _write_state(self, index: str, state: dict[str, Any]) -> None:
-        (self._dir(index) / STATE_FILE).write_bytes(orjson.dumps({**self._state(index), **state}))
+        # replaced whole: a state file left truncated would stop every later run of the version
+        with disk_errors_are_transient(f"index {index}: writing its state"):
+            write_atomically(self._dir(index) / STATE_FILE, orjson.dumps({**self._state(index), **state}))
 
     def version_exists(self, index: str) -> bool:
         return (self._dir(index) / MAPPING_FILE).exists()
@@ -187,8 +195,8 @@ class TantivyTarget(Target):
         if not stages.stages_dir(path).exists():
             return 0
         with (
-            disk_errors_are_transient(f"index {index}: adopting its sealed stages"),
             self._writer_client(index).exclusive(),  # no Tantivy writer may be open meanwhile
+            disk_errors_are_transient(f"index {index}: adopting its sealed stages"),
         ):
             added = stages.adopt(path, names)  # done again whole by a rerun: nothing is adopted twice
             stages.remove_stages(path)  # before anyone may merge the adopted segments away
@@ -204,8 +212,7 @@ class TantivyTarget(Target):
             client.stop_if_running()
         else:
             client.finish()  # commit, merge and collect garbage, starting a service if needed
-        with disk_errors_are_transient(f"index {index}: marking it finished"):
-            self._write_state(index, {"state": "ready", "finished_at": time.time()})
+        self._write_state(index, {"state": "ready", "finished_at": time.time()})
 
     def observe_fence(self, alias: str, fence: int) -> None:
         self.catalogue.observe_fence(alias, fence)

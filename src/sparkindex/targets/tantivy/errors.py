@@ -9,6 +9,7 @@ signal than its message, so the message is read here, in one place.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -25,14 +26,28 @@ def writer_failed(exc: BaseException) -> bool:
     return isinstance(exc, ValueError) and any(sign in str(exc) for sign in _DEAD_WRITER)
 
 
+#: what a full disk or a failing one says; "has room" or "is fixed", then a rerun redoes the step
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+_DISK_BROKEN = (errno.EROFS, errno.EIO)
+_TANTIVY_DISK_FULL = ("No space left on device", "StorageFull")
+
+
 @contextmanager
 def disk_errors_are_transient(what: str) -> Iterator[None]:
-    """An OS error while the driver writes a version's own files (a full or read-only disk) means
-    "rerun once the disk is fixed": each such step (create, adopt, finish) is redone whole by the
-    rerun, so it becomes a :class:`TransientError` naming *what*, the CLI's one line and exit 3,
-    never a traceback."""
+    """A full or failing disk while the driver writes a version's own files means "rerun once the
+    disk is fixed": each such step (create, adopt) is redone whole by the rerun, so it becomes a
+    :class:`TransientError` naming *what*: the CLI's one line and exit 3, never a traceback.
+    Tantivy reports the same full disk as a ValueError; any other error passes through as it is,
+    so that no other fault is mistaken for the disk's."""
     try:
         yield
     except OSError as exc:
+        if exc.errno not in _DISK_FULL + _DISK_BROKEN:
+            raise
+        advice = "rerun once the disk has room" if exc.errno in _DISK_FULL else "rerun once the disk is fixed"
         where = f" ({exc.filename})" if exc.filename else ""
-        raise TransientError(f"tantivy {what}: {exc.strerror or exc}{where}; rerun once the disk has room") from exc
+        raise TransientError(f"tantivy {what}: {exc.strerror or exc}{where}; {advice}") from exc
+    except ValueError as exc:
+        if not any(sign in str(exc) for sign in _TANTIVY_DISK_FULL):
+            raise
+        raise TransientError(f"tantivy {what}: {exc}; rerun once the disk has room") from exc

@@ -35,6 +35,7 @@ import tantivy
 from sparkindex.errors import DocumentError, TransientError
 from sparkindex.targets.base import BulkItem, BulkItemResult
 from sparkindex.targets.tantivy.errors import writer_failed
+from sparkindex.targets.tantivy.files import write_atomically
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
 from sparkindex.targets.writer import Stage
 
@@ -135,8 +136,8 @@ def adopt(index_dir: Path, names: Collection[str]) -> int:
             added += int(segment["max_doc"]) - int((segment.get("deletes") or {}).get("num_deleted_docs", 0))
             meta["opstamp"] = max(int(meta["opstamp"]), int(stage_meta["opstamp"]))
     if appended:  # otherwise nothing is written: the version's meta.json stays as its writer left it
-        _replace(managed_path, orjson.dumps(sorted(managed)))
-        _replace(index_dir / META, orjson.dumps(meta))  # the moment the documents become the version's
+        write_atomically(managed_path, orjson.dumps(sorted(managed)))
+        write_atomically(index_dir / META, orjson.dumps(meta))  # the moment the documents become the version's
     return added
 
 
@@ -149,16 +150,3 @@ def remove_stages(index_dir: Path) -> None:
     doomed = root.with_name(f".{root.name}.removing-{os.getpid()}-{time.monotonic_ns()}")
     os.rename(root, doomed)
     shutil.rmtree(doomed, ignore_errors=True)
-
-
-def _replace(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError:  # a full disk: the old file stands; no half-written temporary is left behind
-        tmp.unlink(missing_ok=True)
-        raise

@@ -1,0 +1,27 @@
+"""Small files a Tantivy version keeps beside its segments, replaced whole or not at all.
+
+A version's ``meta.json``, its list of managed files, its state and the alias catalogue are read
+by every later run; one left truncated (a full disk, a kill between the truncate and the write)
+would stop every rerun with a decoding error. So each is written to a temporary file, synced,
+and renamed over the old one: a failure leaves the old file as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace *path* with *data*; on any error the old file stands and no temporary is left."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

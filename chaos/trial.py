@@ -53,6 +53,9 @@ WINDOW_LIMIT_S = 900.0  # a window longer than this is a violation: something ha
 FAULT_JOIN_S = 120.0  # how long fault threads get to end once told the window closed
 HEAL_WAIT_S = 60.0  # how long the finish waits for a network cut still under way to heal
 REBUILD_RUNS = 8  # reruns of an unfinished rebuild before the trial calls it stuck
+#: the waits before the 1st, 2nd, 3rd... rerun of a rebuild in a row, as a scheduler paces them: a
+#: rebuild that fails at once (exit 3 on a full disk) spent all its reruns inside a 12 s fault
+REBUILD_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0)
 MISS_RETRIES = 1  # a fault that missed its victim goes again this many times while the window is open
 
 PIPELINE = """\
@@ -153,6 +156,8 @@ class TrialRun:
         self.osmem_clone: Any = None
         self.rebuild_done = False
         self.rebuild_runs = 0
+        self.rebuild_failures = 0  # rebuild runs in a row that ended without finishing it
+        self.rerun_at: float | None = None  # when the next rerun of the rebuild starts (monotonic)
         self.finishing = False
         #: set when the window closes: every wait of a fault thread ends early (chaos.faults)
         self.stopping = threading.Event()
@@ -423,14 +428,22 @@ class TrialRun:
                         # only the newest rebuild's success ends the rebuild: an older driver that
                         # succeeded after a fault had started another must not mark that one done
                         self.rebuild_done = True
-                    elif not self.rebuild_done and self.live("reindex") is None:
+                        self.rebuild_failures, self.rerun_at = 0, None
+                    elif not self.rebuild_done and self.live("reindex") is None and self.rerun_at is None:
                         if self.rebuild_runs >= REBUILD_RUNS:
                             self.notes.append(f"rebuild still unfinished after {self.rebuild_runs} runs")
                             self.rebuild_done = True  # give up: the invariants will say what is wrong
                         else:
-                            self.start_reindex()
+                            wait = REBUILD_BACKOFF_S[min(self.rebuild_failures, len(REBUILD_BACKOFF_S) - 1)]
+                            self.rebuild_failures += 1
+                            self.rerun_at = time.monotonic() + wait
             elif r.role == "sync" and not self.finishing and self.live("sync") is None:
                 self.start_sync()
+        with self.rebuild_lock:
+            if self.rerun_at is not None and time.monotonic() >= self.rerun_at:
+                self.rerun_at = None
+                if not self.rebuild_done and self.live("reindex") is None:  # a fault may have started one
+                    self.start_reindex()
 
     # -- the finish --------------------------------------------------------------------------
     def finish(self) -> None:

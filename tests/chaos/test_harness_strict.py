@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from chaos.plan import Fault
 from chaos.trial import Run, TrialRun
 
 from chaos import faults, invariants
+from chaos import trial as trial_module
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
 from tests.chaos.test_harness_honesty import FakeRun, _trial
@@ -47,6 +49,7 @@ def _supervising_trial(runs: list[Run]) -> tuple[TrialRun, list[Run]]:
     trial.rebuild_lock = threading.Lock()
     trial.rebuild_done = False
     trial.rebuild_runs = len(runs)
+    trial.rebuild_failures, trial.rerun_at = 0, None
     trial.finishing = True  # no sync to restart here
     trial.notes = []
     started: list[Run] = []
@@ -62,7 +65,8 @@ def _supervising_trial(runs: list[Run]) -> tuple[TrialRun, list[Run]]:
 
 
 # -- the rebuild that ends the window is the newest one ------------------------------------------------
-def test_an_older_rebuild_succeeding_does_not_mark_a_newer_one_done() -> None:
+def test_an_older_rebuild_succeeding_does_not_mark_a_newer_one_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trial_module, "REBUILD_BACKOFF_S", (0.0,))  # a rerun as soon as it is due
     older = Run("reindex", FakeProc(1, returncode=0))  # type: ignore[arg-type]  # succeeded...
     newer = Run("reindex", FakeProc(2))  # type: ignore[arg-type]  # ...after a fault started this one
     trial, started = _supervising_trial([older, newer])
@@ -74,6 +78,30 @@ def test_an_older_rebuild_succeeding_does_not_mark_a_newer_one_done() -> None:
     started[0].proc.returncode = 0  # type: ignore[misc]
     trial._supervise()
     assert trial.rebuild_done is True
+
+
+def test_reruns_of_a_rebuild_that_fails_at_once_are_paced() -> None:
+    """A rebuild failing at once (exit 3 while the disk is full) was rerun at once, and spent every
+    rerun the trial allows inside a 12 s fault (a fresh-clone seed-3 round, trial 1). Reruns in a
+    row wait longer each time; a success starts the count again."""
+    first = Run("reindex", FakeProc(1, returncode=3))  # type: ignore[arg-type]
+    trial, started = _supervising_trial([first])
+    waits = []
+    for _ in range(len(trial_module.REBUILD_BACKOFF_S) + 1):
+        trial._supervise()  # the failure is seen: a rerun is due later, none starts now
+        assert trial.rerun_at is not None and len(started) == len(waits)
+        waits.append(round(trial.rerun_at - time.monotonic()))
+        trial.rerun_at = time.monotonic() - 0.01  # its wait has passed
+        trial.rebuild_runs = 0  # not the run cap under test here
+        trial._supervise()
+        assert len(started) == len(waits)
+        started[-1].proc.returncode = 3  # type: ignore[misc]  # fails at once again
+    assert waits == [*trial_module.REBUILD_BACKOFF_S, trial_module.REBUILD_BACKOFF_S[-1]]
+    started[-1].proc.returncode = None  # type: ignore[misc]
+    trial._supervise()
+    started[-1].proc.returncode = 0  # type: ignore[misc]
+    trial._supervise()
+    assert trial.rebuild_done and trial.rebuild_failures == 0 and trial.rerun_at is None
 
 
 def test_the_last_rebuild_failed_is_a_violation_whatever_the_jobs_clocks_say(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ the tests run as root, as the chaos campaign does).
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,30 +145,41 @@ def test_a_version_created_on_a_full_disk_is_transient_and_leaves_nothing(disk: 
     target.close()
 
 
-def test_a_state_write_cut_short_leaves_the_old_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A version's state file is read by every later run: written in place, a write that failed
-    after the truncate left it empty and every rerun stopped on a decoding error. A tmpfs cannot
-    show that failure (the truncate frees the page the write then takes), so the one system call
-    that fails on a full ext4 disk, the write's fsync, is made to fail here."""
-    import errno
+FINISH_UNDER_A_FILE_SIZE_LIMIT = """
+import resource, signal, sys
+from pathlib import Path
+from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
+target = TantivyTarget(TantivyTargetConfig(root=Path(sys.argv[1])))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of a signal
+resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))  # files may grow to 16 bytes, no further
+try:
+    target.finish_version(sys.argv[2])
+except OSError as exc:
+    print("failed:", exc)
+"""
 
-    from sparkindex.targets.tantivy import files
 
+def test_a_state_write_cut_short_leaves_the_old_state(tmp_path: Path) -> None:
+    """A version's state file is read by every later run: written in place, a write the kernel
+    cut short left it truncated, and every rerun stopped on a decoding error. Here the kernel
+    cuts it at 16 bytes (a file-size limit: the one way to fail a write part-way on any disk),
+    in a process of its own; the old state must stand, and a rerun finishes the version."""
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
     index = target.create_version("shop", MAPPING)
-    state = (tmp_path / "index" / index / "sparkindex-state.json").read_bytes()
-
-    def no_space(_fd: int) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(files.os, "fsync", no_space)
-    with pytest.raises(TransientError, match=rf"{index}.*No space left on device.*has room"):
-        target.finish_version(index)
-    monkeypatch.undo()
-    assert (tmp_path / "index" / index / "sparkindex-state.json").read_bytes() == state
+    state_file = tmp_path / "index" / index / "sparkindex-state.json"
+    state = state_file.read_bytes()
+    assert len(state) > 16
+    done = subprocess.run(
+        [sys.executable, "-c", FINISH_UNDER_A_FILE_SIZE_LIMIT, str(tmp_path / "index"), index],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "failed:" in done.stdout and "File too large" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert state_file.read_bytes() == state
     assert not list((tmp_path / "index").rglob("*.tmp"))
     target.finish_version(index)  # the rerun
-    assert b'"ready"' in (tmp_path / "index" / index / "sparkindex-state.json").read_bytes()
+    assert b'"ready"' in state_file.read_bytes()
     target.close()
 
 
@@ -184,3 +196,11 @@ def test_only_disk_errors_are_called_the_disk() -> None:
         raise ValueError("a schema error")
     with pytest.raises(TransientError, match="disk is fixed"), disk_errors_are_transient("index x"):
         raise OSError(errno.EROFS, "Read-only file system")
+    # Tantivy's own errors carry the errno in their message
+    quota = "An IO error occurred: 'Disk quota exceeded (os error 122)'"
+    with pytest.raises(TransientError, match="has room"), disk_errors_are_transient("index x"):
+        raise ValueError(quota)
+    with pytest.raises(TransientError, match="disk is fixed"), disk_errors_are_transient("index x"):
+        raise ValueError("An IO error occurred: 'Read-only file system (os error 30)'")
+    with pytest.raises(ValueError, match="os error 13"), disk_errors_are_transient("index x"):
+        raise ValueError("An IO error occurred: 'Permission denied (os error 13)'")

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from sparkindex.errors import LockLost, TransientError
+from sparkindex.errors import LockLost
 from sparkindex.targets.tantivy.errors import disk_errors_are_transient
 from sparkindex.targets.tantivy.files import write_atomically
 
@@ -54,10 +54,9 @@ class AliasCatalogue:
         return None if entry is None or entry.get("index") is None else str(entry["index"])
 
     def _write(self, data: dict[str, Any]) -> None:
-        try:
+        # a full or read-only disk: the old catalogue stands, a rerun retries
+        with disk_errors_are_transient(f"alias catalogue {self.path}"):
             write_atomically(self.path, orjson.dumps(data, option=orjson.OPT_INDENT_2))
-        except OSError as exc:  # a full or read-only disk: the old catalogue stands, a rerun retries
-            raise TransientError(f"tantivy alias catalogue {self.path}: {exc.strerror or exc}") from exc
 
     def observe_fence(self, alias: str, fence: int) -> None:
         """Remember the newest fencing token granted for *alias*; older ones can no longer swap."""

@@ -11,7 +11,9 @@ scans, search) open the directory directly; they never need the writer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import shutil
 import time
@@ -47,6 +49,8 @@ log = logging.getLogger(__name__)
 
 MAPPING_FILE = "sparkindex-mapping.json"
 STATE_FILE = "sparkindex-state.json"
+#: a half-made version directory idle this long belongs to a creation that will not finish
+CREATION_ABANDONED_S = 3600.0
 
 
 class TantivyTarget(Target):
@@ -73,8 +77,10 @@ class TantivyTarget(Target):
         if path.exists() and not (path / MAPPING_FILE).exists():
             log.warning("removing half-created index directory %s", path)
             shutil.rmtree(path)
-        tmp = self.root / f".creating-{index}"
-        shutil.rmtree(tmp, ignore_errors=True)
+        self._sweep_creations(index)
+        # this attempt's own: a driver frozen while it created the same number must find its
+        # directory gone only by its own hand, and this one's cleanup must not take the other's
+        tmp = self.root / f".creating-{index}.{os.getpid()}.{time.monotonic_ns()}"
         schema, _ = build_schema(mapping)
         # whether the version is built in stages is fixed here, once: a job resumed with another
         # setting must not mix staged (add-only) writes with the service's upserts
@@ -90,6 +96,16 @@ class TantivyTarget(Target):
             shutil.rmtree(tmp, ignore_errors=True)  # the space goes back; the rerun starts afresh
             raise
         return index
+
+    def _sweep_creations(self, index: str) -> None:
+        """Remove what interrupted creations of *index* left: the exact name older versions used,
+        and this version's attempts idle for an hour (an attempt writes for a second or two)."""
+        shutil.rmtree(self.root / f".creating-{index}", ignore_errors=True)
+        stale = time.time() - CREATION_ABANDONED_S
+        for leftover in self.root.glob(f".creating-{index}.*"):
+            with contextlib.suppress(OSError):
+                if leftover.stat().st_mtime < stale:
+                    shutil.rmtree(leftover, ignore_errors=True)
 
     def _state(self, index: str) -> dict[str, Any]:
         try:
@@ -195,8 +211,8 @@ class TantivyTarget(Target):
         if not stages.stages_dir(path).exists():
             return 0
         with (
-            self._writer_client(index).exclusive(),  # no Tantivy writer may be open meanwhile
             disk_errors_are_transient(f"index {index}: adopting its sealed stages"),
+            self._writer_client(index).exclusive(),  # no Tantivy writer may be open meanwhile
         ):
             added = stages.adopt(path, names)  # done again whole by a rerun: nothing is adopted twice
             stages.remove_stages(path)  # before anyone may merge the adopted segments away

@@ -10,6 +10,7 @@ signal than its message, so the message is read here, in one place.
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,25 +30,40 @@ def writer_failed(exc: BaseException) -> bool:
 #: what a full disk or a failing one says; "has room" or "is fixed", then a rerun redoes the step
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 _DISK_BROKEN = (errno.EROFS, errno.EIO)
-_TANTIVY_DISK_FULL = ("No space left on device", "StorageFull")
+#: Tantivy (Rust) puts the errno in its message: "No space left on device (os error 28)"
+_RUST_ERRNO = re.compile(r"\(os error (\d+)\)")
+
+
+def _disk_errno(exc: BaseException) -> int | None:
+    """The errno of a full or failing disk behind *exc* (Python's OSError or Tantivy's ValueError)."""
+    if isinstance(exc, OSError):
+        code = exc.errno
+    elif isinstance(exc, ValueError) and (m := _RUST_ERRNO.search(str(exc))):
+        code = int(m.group(1))
+    elif isinstance(exc, ValueError) and "StorageFull" in str(exc):
+        code = errno.ENOSPC
+    else:
+        return None
+    return code if code in _DISK_FULL + _DISK_BROKEN else None
 
 
 @contextmanager
 def disk_errors_are_transient(what: str) -> Iterator[None]:
     """A full or failing disk while the driver writes a version's own files means "rerun once the
-    disk is fixed": each such step (create, adopt) is redone whole by the rerun, so it becomes a
-    :class:`TransientError` naming *what*: the CLI's one line and exit 3, never a traceback.
-    Tantivy reports the same full disk as a ValueError; any other error passes through as it is,
-    so that no other fault is mistaken for the disk's."""
+    disk is fixed": each such step (create, adopt, the catalogue) is redone whole by the rerun, so
+    it becomes a :class:`TransientError` naming *what*: the CLI's one line and exit 3, never a
+    traceback. Tantivy reports the same disk as a ValueError carrying the errno; any other error
+    passes through as it is, so that no other fault is mistaken for the disk's."""
     try:
         yield
-    except OSError as exc:
-        if exc.errno not in _DISK_FULL + _DISK_BROKEN:
+    except (OSError, ValueError) as exc:
+        code = _disk_errno(exc)
+        if code is None:
             raise
-        advice = "rerun once the disk has room" if exc.errno in _DISK_FULL else "rerun once the disk is fixed"
-        where = f" ({exc.filename})" if exc.filename else ""
-        raise TransientError(f"tantivy {what}: {exc.strerror or exc}{where}; {advice}") from exc
-    except ValueError as exc:
-        if not any(sign in str(exc) for sign in _TANTIVY_DISK_FULL):
-            raise
-        raise TransientError(f"tantivy {what}: {exc}; rerun once the disk has room") from exc
+        advice = "rerun once the disk has room" if code in _DISK_FULL else "rerun once the disk is fixed"
+        if isinstance(exc, OSError):
+            where = f" ({exc.filename})" if exc.filename else ""
+            detail = f"{exc.strerror or exc}{where}"
+        else:
+            detail = str(exc)
+        raise TransientError(f"tantivy {what}: {detail}; {advice}") from exc

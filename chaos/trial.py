@@ -240,12 +240,17 @@ class TrialRun:
         """A reindex runs (a new rebuild when the last one completed): faults on a reindex
         driver need one. One decision at a time with the supervisor: never two rebuilds."""
         with self.rebuild_lock:
-            with self.lock:
-                running = any(r.role == "reindex" and r.alive() for r in self.runs)
-                if not running:
-                    self.rebuild_done = False
+            running = self._reindex_alive()
             if not running:
+                with self.lock:
+                    self.rebuild_done = False
+                self.rerun_at = None  # this run is the rerun that was due
                 self.start_reindex()
+
+    def _reindex_alive(self) -> bool:
+        """Whether a reindex run is alive, frozen or not."""
+        with self.lock:
+            return any(r.role == "reindex" and r.alive() for r in self.runs)
 
     def _newest(self, role: str) -> Run | None:
         with self.lock:
@@ -442,8 +447,13 @@ class TrialRun:
         with self.rebuild_lock:
             if self.rerun_at is not None and time.monotonic() >= self.rerun_at:
                 self.rerun_at = None
-                if not self.rebuild_done and self.live("reindex") is None:  # a fault may have started one
-                    self.start_reindex()
+                # a fault may have started one meanwhile (frozen ones count: never two rebuilds)
+                if not self.rebuild_done and not self._reindex_alive():
+                    if self.rebuild_runs >= REBUILD_RUNS:
+                        self.notes.append(f"rebuild still unfinished after {self.rebuild_runs} runs")
+                        self.rebuild_done = True
+                    else:
+                        self.start_reindex()
 
     # -- the finish --------------------------------------------------------------------------
     def finish(self) -> None:

@@ -104,6 +104,31 @@ def test_reruns_of_a_rebuild_that_fails_at_once_are_paced() -> None:
     assert trial.rebuild_done and trial.rebuild_failures == 0 and trial.rerun_at is None
 
 
+def test_a_due_rerun_starts_no_second_rebuild_beside_a_frozen_one() -> None:
+    """A fault may start a rebuild (and freeze it) while a rerun is due: the rerun must not put a
+    second driver beside the frozen one, and the fault's run stands for the rerun."""
+    failed = Run("reindex", FakeProc(1, returncode=3))  # type: ignore[arg-type]
+    trial, started = _supervising_trial([failed])
+    trial._supervise()
+    assert trial.rerun_at is not None and started == []
+    trial.ensure_rebuild()  # a stop_driver fault needs a driver: it starts one at once...
+    assert len(started) == 1 and trial.rerun_at is None, "...and that run is the rerun that was due"
+    started[0].frozen = True  # ...and freezes it
+    trial.rerun_at = time.monotonic() - 0.01  # were a rerun still due, it would start now
+    trial._supervise()
+    assert len(started) == 1, "a second rebuild beside the frozen one"
+
+
+def test_a_due_rerun_respects_the_run_cap() -> None:
+    failed = Run("reindex", FakeProc(1, returncode=3))  # type: ignore[arg-type]
+    trial, started = _supervising_trial([failed])
+    trial._supervise()
+    trial.rebuild_runs = trial_module.REBUILD_RUNS  # faults started runs while the rerun waited
+    trial.rerun_at = time.monotonic() - 0.01
+    trial._supervise()
+    assert started == [] and trial.rebuild_done and "still unfinished" in trial.notes[-1]
+
+
 def test_the_last_rebuild_failed_is_a_violation_whatever_the_jobs_clocks_say(tmp_path: Path) -> None:
     """The newest rebuild is the trial's newest reindex run, not the newest ``created_at``: in
     seed 1 trial 3 a clock jumped 40 s back made the completed rebuild look older than the

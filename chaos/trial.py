@@ -435,13 +435,9 @@ class TrialRun:
                         self.rebuild_done = True
                         self.rebuild_failures, self.rerun_at = 0, None
                     elif not self.rebuild_done and self.live("reindex") is None and self.rerun_at is None:
-                        if self.rebuild_runs >= REBUILD_RUNS:
-                            self.notes.append(f"rebuild still unfinished after {self.rebuild_runs} runs")
-                            self.rebuild_done = True  # give up: the invariants will say what is wrong
-                        else:
-                            wait = REBUILD_BACKOFF_S[min(self.rebuild_failures, len(REBUILD_BACKOFF_S) - 1)]
-                            self.rebuild_failures += 1
-                            self.rerun_at = time.monotonic() + wait
+                        wait = REBUILD_BACKOFF_S[min(self.rebuild_failures, len(REBUILD_BACKOFF_S) - 1)]
+                        self.rebuild_failures += 1
+                        self.rerun_at = time.monotonic() + wait
             elif r.role == "sync" and not self.finishing and self.live("sync") is None:
                 self.start_sync()
         with self.rebuild_lock:
@@ -451,7 +447,7 @@ class TrialRun:
                 if not self.rebuild_done and not self._reindex_alive():
                     if self.rebuild_runs >= REBUILD_RUNS:
                         self.notes.append(f"rebuild still unfinished after {self.rebuild_runs} runs")
-                        self.rebuild_done = True
+                        self.rebuild_done = True  # give up: the invariants will say what is wrong
                     else:
                         self.start_reindex()
 

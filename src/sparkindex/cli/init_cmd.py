@@ -7,9 +7,7 @@ is never overwritten without ``--force``: it may hold a user's edits.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +15,7 @@ import typer
 
 from sparkindex.cli.render import err
 from sparkindex.errors import UsageError
+from sparkindex.files import write_atomically
 
 
 def init(
@@ -85,11 +84,4 @@ def _capture(mode: str) -> str:
 def _write(path: Path, text: str) -> None:
     """Replace *path* atomically: an interrupted init leaves the old file or none, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, text.encode("utf-8"))

@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 
 from sparkindex.errors import LockLost
+from sparkindex.files import write_atomically
 from sparkindex.targets.tantivy.errors import disk_errors_are_transient
-from sparkindex.targets.tantivy.files import write_atomically
 
 
 class AliasCatalogue:

@@ -25,6 +25,7 @@ import orjson
 import tantivy
 
 from sparkindex.errors import DocumentError, PermanentError
+from sparkindex.files import write_atomically
 from sparkindex.targets.base import (
     BulkItem,
     BulkItemResult,
@@ -39,7 +40,6 @@ from sparkindex.targets.tantivy import reader, stages
 from sparkindex.targets.tantivy.catalogue import AliasCatalogue
 from sparkindex.targets.tantivy.config import TantivyTargetConfig
 from sparkindex.targets.tantivy.errors import disk_errors_are_transient
-from sparkindex.targets.tantivy.files import write_atomically
 from sparkindex.targets.tantivy.schema import SchemaPlan, build_schema, to_tantivy_json
 from sparkindex.targets.tantivy.stages import TantivyStage
 from sparkindex.targets.tantivy.writer import WriterClient

@@ -33,9 +33,9 @@ import orjson
 import tantivy
 
 from sparkindex.errors import DocumentError, TransientError
+from sparkindex.files import write_atomically
 from sparkindex.targets.base import BulkItem, BulkItemResult
 from sparkindex.targets.tantivy.errors import writer_failed
-from sparkindex.targets.tantivy.files import write_atomically
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
 from sparkindex.targets.writer import Stage
 

@@ -1,9 +1,10 @@
-"""Small files a Tantivy version keeps beside its segments, replaced whole or not at all.
+"""Small files replaced whole or not at all.
 
-A version's ``meta.json``, its list of managed files, its state and the alias catalogue are read
-by every later run; one left truncated (a full disk, a kill between the truncate and the write)
-would stop every rerun with a decoding error. So each is written to a temporary file, synced,
-and renamed over the old one: a failure leaves the old file as it was.
+What later runs read back (a Tantivy version's ``meta.json``, its list of managed files, its
+state, the alias catalogue; the pipeline file ``init`` writes) must never be left half written:
+a truncated one (a full disk, a kill between the truncate and the write) stops every rerun with a
+decoding error. So each is written to a temporary file beside it, synced, and renamed over the
+old one: a failure leaves the old file as it was.
 """
 
 from __future__ import annotations

@@ -69,8 +69,11 @@ def partitions_where(store: Any, predicate: Callable[[list[Any]], bool]) -> Call
 
 # -- a failed pass -------------------------------------------------------------------------------------
 def test_partitions_left_processing_by_a_failed_pass_are_retried_by_the_next_pass(tmp_path: Path, spark: Any) -> None:
-    # Long partitions of small batches: one cut off early in pass 1 cannot finish on its own.
-    pipeline = make_shop(tmp_path, products=8000, partition_size=2000, page_size=50, batch_size=50, sync_every_s=0.05)
+    # Long partitions of small batches: one cut off early in pass 1 cannot finish on its own. Each
+    # batch is sealed and acknowledged alone (sync_every_s far under a batch's time), so progress
+    # moves by 50 at a time on any machine: with 0.05 s a fast one acknowledged 550 at once, past
+    # the window below, and the wait never saw it (CI on 0060dc3).
+    pipeline = make_shop(tmp_path, products=8000, partition_size=2000, page_size=50, batch_size=50, sync_every_s=0.001)
     store = store_of(pipeline)
     phases = Phases()
     job = ReindexJob(pipeline, progress=phases, spark_factory=lambda: spark)
@@ -79,6 +82,9 @@ def test_partitions_left_processing_by_a_failed_pass_are_retried_by_the_next_pas
     try:
 
         def one_done_one_just_started(parts: list[Any]) -> bool:
+            if not thread.is_alive():  # the window can no longer come: say why at once
+                states = [(p.status, p.success_count) for p in parts]
+                raise AssertionError(f"pass 1 ended before the cut: {result} {states}")
             early = [p for p in parts if p.status == P.PROCESSING and 0 < p.success_count <= p.estimated_count // 4]
             if any(p.status == P.COMPLETED for p in parts) and early and early[0].owner:
                 cut.update(

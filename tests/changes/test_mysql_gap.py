@@ -17,7 +17,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -59,43 +58,25 @@ def change_source(shop: Shop, url: str | None = None) -> MysqlChangeSource:
     return MysqlChangeSource(shop.pipeline, source, [WatchedTable("products", [], "test")], "test")
 
 
-def admin(server: PrivateMariaDB, *statements: str) -> list[Any]:
-    """Run *statements* as root; the rows of the last one."""
-    engine = sa.create_engine(normalize_url(server.url), isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            rows: list[Any] = []
-            for statement in statements:
-                result = conn.exec_driver_sql(statement)
-                rows = list(result) if result.returns_rows else []
-            return rows
-    finally:
-        engine.dispose()
-
-
-def binlogs(server: PrivateMariaDB) -> list[str]:
-    return [str(r[0]) for r in admin(server, "SHOW BINARY LOGS")]
-
-
 def test_purged_binlogs_are_a_gap_naming_the_gtid_and_a_read_refuses(shop: Shop, server: PrivateMariaDB) -> None:
     """The stored GTID's binlog purged: continuity names the GTID and where the log starts now, a
     current offset is still served, and a read from the stored offset raises LogGap (before the
     fix it was a TransientError, retried for ever: the sync never ended and never said why)."""
     changes = change_source(shop)
     try:
-        if binlogs(server)[0] == "binlog.000001":  # nothing purged on this server yet
+        if server.binlogs()[0] == "binlog.000001":  # nothing purged on this server yet
             assert changes.continuity({"gtid": "", "seq": 0}) is None
         shop.sql("UPDATE products SET stock = stock + 1 WHERE id = 1")
         stored = changes.head()
         assert stored["seq"] > 0 and changes.continuity(stored) is None
         shop.sql("UPDATE products SET stock = stock + 1 WHERE id = 2")  # committed after the stored GTID
         missed = changes.head()
-        admin(server, "FLUSH BINARY LOGS")
+        server.admin("FLUSH BINARY LOGS")
         shop.sql("UPDATE products SET stock = stock + 1 WHERE id = 3")
-        newest = binlogs(server)[-1]
+        newest = server.binlogs()[-1]
         assert changes.continuity(stored) is None, "nothing purged yet"
-        admin(server, f"PURGE BINARY LOGS TO '{newest}'")
-        assert binlogs(server) == [newest], "the purge must have removed the stored GTID's file"
+        server.purge_binlogs_to(newest)
+        assert server.binlogs() == [newest], "the purge must have removed the stored GTID's file"
 
         gap = changes.continuity(stored)
         assert gap is not None
@@ -149,14 +130,13 @@ def user(shop: Shop, server: PrivateMariaDB) -> Iterator[tuple[str, str]]:
     server sees 127.0.0.1 as localhost, where its anonymous account would otherwise match first)."""
     name = f"u{uuid.uuid4().hex[:8]}"
     database = sa.make_url(shop.url).database
-    admin(
-        server,
+    server.admin(
         f"CREATE USER '{name}'@'localhost' IDENTIFIED BY 'pw'",
         f"GRANT SELECT ON `{database}`.* TO '{name}'@'localhost'",
     )
     url = sa.make_url(shop.url).set(username=name, password="pw").render_as_string(hide_password=False)
     yield name, url
-    admin(server, f"DROP USER IF EXISTS '{name}'@'localhost'")
+    server.admin(f"DROP USER IF EXISTS '{name}'@'localhost'")
 
 
 def test_missing_replication_privileges_are_a_config_error_naming_the_grant(
@@ -179,11 +159,11 @@ def test_missing_replication_privileges_are_a_config_error_naming_the_grant(
             message = str(raised.value)
             assert "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.*" in message and name in message, message
         # with BINLOG MONITOR alone, what is still missing is REPLICATION SLAVE, found by check already
-        admin(server, f"GRANT BINLOG MONITOR ON *.* TO '{name}'@'localhost'")
+        server.admin(f"GRANT BINLOG MONITOR ON *.* TO '{name}'@'localhost'")
         assert changes.continuity(head) is None
         with pytest.raises(ConfigError, match="REPLICATION SLAVE"):
             changes.check()
-        admin(server, f"GRANT REPLICATION SLAVE ON *.* TO '{name}'@'localhost'")
+        server.admin(f"GRANT REPLICATION SLAVE ON *.* TO '{name}'@'localhost'")
         changes.check()
     finally:
         changes.close()

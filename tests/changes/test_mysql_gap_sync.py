@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.store import CoordinationStore
@@ -79,19 +78,6 @@ def stored_gtid(shop: Shop) -> str:
         store.engine.dispose()
 
 
-def admin(server: PrivateMariaDB, *statements: str) -> list[Any]:
-    engine = sa.create_engine(normalize_url(server.url), isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            rows: list[Any] = []
-            for statement in statements:
-                result = conn.exec_driver_sql(statement)
-                rows = list(result) if result.returns_rows else []
-            return rows
-    finally:
-        engine.dispose()
-
-
 def changes_then_purge(shop: Shop, server: PrivateMariaDB) -> None:
     """Changes nobody synced (5 updated, 1 inserted, 1 deleted), a new binlog file, one more
     update in it, and every older file purged: the stored GTID's file with them."""
@@ -102,11 +88,11 @@ def changes_then_purge(shop: Shop, server: PrivateMariaDB) -> None:
         "DELETE FROM reviews WHERE product_id = 7",
         "DELETE FROM products WHERE id = 7",
     )
-    admin(server, "FLUSH BINARY LOGS")
+    server.admin("FLUSH BINARY LOGS")
     shop.sql("UPDATE products SET stock = stock + 100 WHERE id = 10")
-    newest = str(admin(server, "SHOW BINARY LOGS")[-1][0])
-    admin(server, f"PURGE BINARY LOGS TO '{newest}'")
-    assert [str(r[0]) for r in admin(server, "SHOW BINARY LOGS")] == [newest]
+    newest = str(server.admin("SHOW BINARY LOGS")[-1][0])
+    server.purge_binlogs_to(newest)
+    assert [str(r[0]) for r in server.admin("SHOW BINARY LOGS")] == [newest]
 
 
 def test_purged_binlogs_are_reconciled_and_the_stream_goes_on(

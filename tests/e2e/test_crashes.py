@@ -51,6 +51,7 @@ def kill_driver_mid_job(
     try:
 
         def some_done() -> bool:
+            proc.assert_running("the reindex")  # one that ended (crashed, or done) never gets there
             jobs = store.jobs(["products"])
             return bool(jobs) and len(store.partitions(jobs[0].id, [P.COMPLETED])) >= 3
 
@@ -106,17 +107,32 @@ def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
     try:
 
         def mid_partition() -> bool:
+            proc.assert_running("the reindex")
             jobs = store.jobs(["products"])
-            if not jobs:
-                return False
-            for p in store.partitions(jobs[0].id, [P.PROCESSING]):
+            parts = store.partitions(jobs[0].id) if jobs else []  # one read: one consistent state
+            if not parts:
+                return False  # not planned yet
+            to_come = False  # whether a task may still be found before half-way through a partition
+            for p in parts:
                 # a Spark task's partition (host:pid:run:taskN.A), not one the driver runs while
                 # the JVM starts (…:driver): the victim is a Python worker
                 task = p.owner is not None and ":task" in p.owner
-                if p.cursor is not None and task and p.success_count < p.estimated_count // 2:
+                if p.status != P.PROCESSING or not task or p.success_count >= p.estimated_count // 2:
+                    continue
+                if p.cursor is not None:
                     victim.update(pid=p.id, owner=p.owner, cursor=p.cursor)
                     return True
-            return False
+                to_come = True  # claimed, no cursor yet
+            if to_come or any(p.status in (P.PENDING, P.CLOSED) for p in parts):
+                return False
+            # Nothing left to claim and no task short of half-way: the window has passed for good
+            # (the driver's head start took most partitions while the JVM started: a fast machine).
+            owners = [(p.owner or "").rsplit(":", 1)[-1] for p in parts]
+            raise AssertionError(
+                f"no partition is left for a Spark task to be killed in: of {len(parts)} partitions, the driver "
+                f"took {owners.count('driver')} while the JVM started, and no task's is short of half-way: "
+                f"{[(str(p.status), p.owner, p.success_count, p.estimated_count) for p in parts]}"
+            )
 
         wait_for(mid_partition, 300, "a partition half-way through")
         worker_pid = int(str(victim["owner"]).split(":")[1])  # host:pid:run:task

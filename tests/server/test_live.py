@@ -18,6 +18,7 @@ from websockets.sync.client import connect
 
 from tests.e2e.shop import make_shop, store_of, wait_for
 from tests.server.conftest import ServerProcess
+from tests.server.source_gate import ENDED, SourceGate, in_store
 
 pytestmark = pytest.mark.slow
 PRODUCTS = 8_000
@@ -50,21 +51,60 @@ def test_websocket_streams_a_real_reindex_to_completed(
 
     messages: list[dict[str, Any]] = []
     received_at: list[float] = []
-    with connect(server.ws_url, open_timeout=30) as ws:
-        first = orjson.loads(ws.recv(timeout=30))
-        assert first["type"] == "progress" and first["jobs"] == [] and first["sync"] == []
-        started = server.http.post("/api/reindex", json={"index": ["products"]}, headers=server.auth())
-        assert started.status_code == 202, started.text
-        action_id = started.json()["action"]["id"]
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            m = orjson.loads(ws.recv(timeout=60))
-            messages.append(m)
-            received_at.append(time.monotonic())
-            if any(j["status"] in ("COMPLETED", "COMPLETED_WITH_ERRORS", "FAILED") for j in m["jobs"]):
-                break
-        else:
-            raise AssertionError("the job did not end within 600 s")
+    # The run must be seen part-way by at least one 2 s push; on a fast machine the driver's head
+    # start can index all 8,000 rows within one. So the source is held once, as soon as the store
+    # shows a partition completed and some still pending, and let go at the first push that shows
+    # the job part-way (such a push must come: the pending partitions cannot complete while held).
+    gate = SourceGate(tmp_path / "shop" / "shop.db")
+    store = store_of(pipeline)
+    held_at: tuple[int, dict[str, int]] | None = None  # the store when the gate was taken
+    try:
+        with connect(server.ws_url, open_timeout=30) as ws:
+            first = orjson.loads(ws.recv(timeout=30))
+            assert first["type"] == "progress" and first["jobs"] == [] and first["sync"] == []
+            started = server.http.post("/api/reindex", json={"index": ["products"]}, headers=server.auth())
+            assert started.status_code == 202, started.text
+            action_id = started.json()["action"]["id"]
+            pushes_held = pushes_after_action = 0
+            deadline = time.monotonic() + 600
+            while True:
+                assert time.monotonic() < deadline, "the job did not end within 600 s"
+                if held_at is None:
+                    states = in_store(store)[2]
+                    if states.get("COMPLETED") and states.get("PENDING"):
+                        gate.hold()
+                        held_at = in_store(store)[1:]
+                try:  # while the gate waits, the store is looked at every 20 ms between pushes
+                    raw = ws.recv(timeout=60 if held_at is not None else 0.02)
+                except TimeoutError:
+                    if held_at is not None:
+                        raise
+                    continue
+                m = orjson.loads(raw)
+                messages.append(m)
+                received_at.append(time.monotonic())
+                if gate.held:
+                    if any(
+                        j["status"] == "RUNNING"
+                        and 0 < j["stats"]["jobStats"]["processedRecords"] < PRODUCTS
+                        and 0 < j["stats"]["jobStats"]["partitions"].get("COMPLETED", 0) < PARTITIONS
+                        for j in m["jobs"]
+                    ):
+                        gate.release()
+                    else:
+                        pushes_held += 1  # the first push after the hold shows it part-way
+                        assert pushes_held <= 5, f"held part-way at {held_at}, the pushes did not show it: {m}"
+                if any(j["status"] in ENDED for j in m["jobs"]):
+                    break
+                if action_id not in {a["id"] for a in m["actions"]}:  # not started yet, or ended
+                    action = server.get(f"/api/actions/{action_id}")
+                    if action["state"] == "finished":
+                        assert action["exit_code"] == 0, f"the reindex ended, its job unfinished: {action}"
+                        pushes_after_action += 1  # its job's final state is on the next push
+                        assert pushes_after_action <= 5, f"the reindex ended, its job not pushed as ended: {m}"
+    finally:
+        gate.close()
+        store.close()
 
     jobs = [j for m in messages for j in m["jobs"]]
     assert jobs, "the running job was pushed"
@@ -82,7 +122,7 @@ def test_websocket_streams_a_real_reindex_to_completed(
     running = [j["stats"]["jobStats"] for j in jobs if j["status"] == "RUNNING"]
     processed = [s["processedRecords"] for s in running]
     assert processed == sorted(processed), "progress never goes backwards"
-    assert any(0 < p < PRODUCTS for p in processed), f"no progress seen between start and end: {processed}"
+    assert any(0 < p < PRODUCTS for p in processed), f"no progress seen between start and end: {processed}, {held_at}"
     moving = [s for s in running if 0 < s["processedRecords"] < PRODUCTS]
     assert any(s["docsPerSecond"] and s["docsPerSecond"] > 0 for s in moving), moving
     assert any(s["etaSeconds"] is not None and s["etaSeconds"] > 0 for s in moving), moving

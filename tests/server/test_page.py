@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from tests.e2e.shop import make_shop, store_of, wait_for
 from tests.server.browser import CHROMIUM, Chromium
 from tests.server.conftest import TOKEN, ServerProcess
+from tests.server.source_gate import ENDED, SourceGate, in_store
 from tests.server.store_fixture import ERROR, Populated
 
 pytestmark = pytest.mark.slow
@@ -73,23 +75,79 @@ def test_page_starts_a_reindex_and_shows_it_live_until_completed(
     assert dialog["type"] == "prompt" and "token" in dialog["message"]
     browser.call("Page.handleJavaScriptDialog", {"accept": True, "promptText": TOKEN})
     browser.reply(click)
-    wait_for(
-        lambda: browser.evaluate("document.querySelectorAll('#jobs tr[data-job]').length") == 1, 120, "the job row"
-    )
-    browser.evaluate("document.querySelector('#jobs tr[data-job]').click()")
 
+    # The page changes only on a 2 s push, and a fast machine can index the 20,000 rows within a
+    # few. So the test holds the source (see SourceGate) twice, each time until the page has shown
+    # the run part-way: once as soon as the store shows progress, with partitions in flight, and
+    # once at 30 % or more: two bars between empty and full on any machine, whatever its speed.
     seen: list[dict[str, Any]] = []
     shots: dict[str, Path] = {}
+    gate = SourceGate(tmp_path / "shop" / "shop.db")
+    store = store_of(pipeline)
+    ended_well_at: list[float] = []  # when the reindex was first seen ended with exit code 0
 
-    def completed() -> bool:
-        state = browser.evaluate(LIVE_VIEW)
+    def reindex_alive() -> None:
+        """Fail at once when the reindex (or its job) ended otherwise than well; and when it ended
+        well, the page has a minute to show it."""
+        actions = server.get("/api/actions")["actions"]
+        finished = [a for a in actions if a["kind"] == "reindex" and a["state"] == "finished"]
+        if finished:
+            assert finished[0]["exit_code"] == 0, f"the reindex failed: {finished[0]['stderr_tail']}"
+            ended_well_at.append(time.monotonic())
+            assert ended_well_at[-1] - ended_well_at[0] < 60, "the reindex ended; the page did not show it"
+
+    def hold_when(at_least: int) -> None:
+        """Hold the source once the store shows *at_least* rows processed and partitions pending."""
+
+        def due() -> bool:
+            status, processed, partitions = in_store(store)
+            assert status not in ENDED, f"the job ended ({status}) before the test could hold it part-way"
+            if status is None:
+                reindex_alive()
+            return processed >= at_least and bool(partitions.get("PENDING"))
+
+        wait_for(due, 300, f"{at_least} rows processed with partitions pending", every=0.02)
+        gate.hold()
+
+    def look() -> dict[str, Any]:
+        state: dict[str, Any] = browser.evaluate(LIVE_VIEW)
         seen.append(state)
+        assert state["status"] not in ENDED or state["status"] == "COMPLETED", f"the job ended: {state}"
         share = (state["processed"] or 0) / (state["total"] or 1)
         if 0.3 <= share <= 0.8 and "mid" not in shots:  # a picture of the bars half-way
             shots["mid"] = browser.screenshot(tmp_path / "sparkindex-page-running.png")
-        return bool(state["status"] == "COMPLETED" and state["processed"] == state["total"])
+        reindex_alive()
+        return state
 
-    wait_for(completed, 600, "the page to show the job COMPLETED", every=0.25)
+    def in_flight() -> bool:  # part-way, with a partition claimed (its next read waits while held)
+        s = look()
+        return s["status"] == "RUNNING" and 0 < (s["processed"] or 0) < PRODUCTS and "PROCESSING" in s["cells"]
+
+    def further_on(first: int) -> bool:  # part-way again, at 30 % or more and past the first bar
+        s = look()
+        return s["status"] == "RUNNING" and max(first + 1, 0.3 * PRODUCTS) <= (s["processed"] or 0) < PRODUCTS
+
+    try:
+        hold_when(1)
+        wait_for(
+            lambda: browser.evaluate("document.querySelectorAll('#jobs tr[data-job]').length") == 1, 120, "the job row"
+        )
+        browser.evaluate("document.querySelector('#jobs tr[data-job]').click()")
+        wait_for(in_flight, 120, "the page to show the held run part-way, a partition in flight", every=0.25)
+        first = seen[-1]["processed"]
+        gate.release()
+        hold_when(max(int(0.3 * PRODUCTS), first + 1))
+        wait_for(lambda: further_on(first), 120, "the page to show the held run further on", every=0.25)
+        gate.release()
+
+        def completed() -> bool:
+            state = look()
+            return bool(state["status"] == "COMPLETED" and state["processed"] == state["total"])
+
+        wait_for(completed, 600, "the page to show the job COMPLETED", every=0.25)
+    finally:
+        gate.close()
+        store.close()
     final = seen[-1]
     shots["done"] = browser.screenshot(tmp_path / "sparkindex-page-completed.png")
     browser.evaluate("location.hash = '#/'")

@@ -124,10 +124,11 @@ def test_partitions_left_processing_by_a_failed_pass_are_retried_by_the_next_pas
 # -- a lost lock -------------------------------------------------------------------------------------
 def test_a_lost_lock_aborts_the_spark_job(tmp_path: Path, spark: Any) -> None:
     # 96 partitions, so that the job cannot look finished by the time the driver ends. A cancelled
-    # pass's Python workers run on by themselves when the lock is lost, claiming and completing
-    # more partitions (claim_queue ends only on STOPPING or a new run_id, and the thief sets
-    # neither), until Spark kills them 2-4 s later (spark.python.task.killTimeout, a wall-clock
-    # time): here they completed up to 5 more of 24 partitions meanwhile, 5x faster they could all.
+    # pass's Python workers run on by themselves until Spark kills them 2-4 s later
+    # (spark.python.task.killTimeout, a wall-clock time); they used to claim and complete more
+    # partitions meanwhile (up to 5 more of 24 here; 5x faster they could all), because claim_queue
+    # ended only on STOPPING or a new run_id and the thief set neither. It now also ends once the
+    # run no longer holds the lock: at most one claim per task can pass its check at the steal.
     pipeline = make_shop(
         tmp_path,
         products=48_000,
@@ -163,9 +164,10 @@ def test_a_lost_lock_aborts_the_spark_job(tmp_path: Path, spark: Any) -> None:
         wait_for(one_done, 300, "a partition done")
         stolen_at = time.monotonic()
         thief = store.locks.acquire("products", "thief", 60.0, holder_is_dead=lambda _: True)
+        jid = store.jobs(["products"])[0].id
+        unclaimed = {p.id for p in store.partitions(jid) if p.claims == 0}  # when the lock was taken
         thread.join(timeout=60)
         assert not thread.is_alive(), "the driver kept running after its lock was taken"
-        jid = store.jobs(["products"])[0].id
         parts = store.partitions(jid)  # what the job had done when its driver ended
         status = store.job(jid).status
     finally:
@@ -176,6 +178,9 @@ def test_a_lost_lock_aborts_the_spark_job(tmp_path: Path, spark: Any) -> None:
         with contextlib.suppress(UsageError):  # no job running (any more): nothing to stop
             request_stop(store, ["products"])
         wait_for(lambda: tasks_running() == 0, 120, "the cancelled pass's tasks to end")
+    claimed_after = [p.id for p in store.partitions(jid) if p.id in unclaimed and p.claims > 0]
+    slots = int(spark.sparkContext.defaultParallelism)
+    assert len(claimed_after) <= slots + 1, f"{len(claimed_after)} partitions claimed after the lock was lost"
     error = result.get("error")
     summary = result.get("summary")
     assert isinstance(error, LockLost) or (summary is not None and summary.status != "COMPLETED"), result

@@ -44,6 +44,14 @@ def holder_name(run_id: str) -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{run_id}"
 
 
+def held_by_run(lock: LockRecord | None, run_id: str) -> bool:
+    """Whether *lock* is still held under the driver run *run_id* (:func:`holder_name`). A Spark
+    task asks before it claims more work: a driver that lost its lock cancels its job, but the
+    task's Python worker runs on until Spark kills it, and a thief that only took the lock changes
+    nothing else the task could see."""
+    return lock is not None and lock.holder.rpartition(":")[2] == run_id
+
+
 def holder_is_dead(lock: LockRecord) -> bool:
     """A holder on this host whose process is gone is dead. Otherwise only expiry tells, and
     :meth:`~sparkindex.coordination.locks.LockManager.acquire` judges that on the store's clock

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.records import PartitionRecord
+from sparkindex.coordination.recovery import held_by_run
 from sparkindex.coordination.states import JobStatus
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.spark.context import task_identity, worker_context
@@ -75,7 +76,7 @@ class PartitionTasks:
         # keyed by job and plan: two jobs of one fingerprint (a rerun after a type change) never share
         worker = ctx.partition_worker(self.job_id, self.run_id, self.plans, f"{self.job_id}:{self.fingerprint}")
         owner = task_identity(self.run_id)
-        for pid in claim_queue(ctx.store, self.job_id, self.run_id, self.retries):
+        for pid in claim_queue(ctx.store, self.job_id, self.run_id, self.retries, list(self.plans)):
             outcome = worker.run(pid, owner, take_over_run=False)
             if outcome.status != "skipped":
                 yield pa.RecordBatch.from_pylist([asdict(outcome)], schema=SUMMARY_SCHEMA)
@@ -83,15 +84,21 @@ class PartitionTasks:
                 return  # another driver runs the job now (or this pass was given up): stop taking work
 
 
-def claim_queue(store: Any, job_id: str, run_id: str, retries: dict[str, int], window: int = 8) -> Iterator[str]:
+def claim_queue(
+    store: Any, job_id: str, run_id: str, retries: dict[str, int], aliases: Sequence[str], window: int = 8
+) -> Iterator[str]:
     """The pass's partitions that are claimable now, in claim order, read again after each one
     (others take partitions meanwhile). Ends when none is left, when the job is stopping or run
-    by another driver (a worker of a cancelled pass must not go on), and skips a partition that
-    failed since the pass began (the next pass retries it, after the backoff of a pass)."""
+    by another driver, or when the run no longer holds the lock of one of its *aliases* (a worker
+    of a cancelled pass must not go on: it claimed on for seconds after a lost lock, and what
+    Spark then killed mid-way stayed claimed), and skips a partition that failed since the pass
+    began (the next pass retries it, after the backoff of a pass)."""
     tried: set[str] = set()
     while True:
         job = store.job(job_id)
         if job.status == JobStatus.STOPPING or (job.run_id is not None and job.run_id != run_id):
+            return
+        if not all(held_by_run(store.locks.get(alias), run_id) for alias in aliases):
             return
         ahead = store.claimable(job_id, limit=window + len(tried))
         fresh = [p.id for p in ahead if p.id in retries and p.retry_count <= retries[p.id] and p.id not in tried]

@@ -21,6 +21,9 @@ class SourceGate:
 
     def __init__(self, db: Path) -> None:
         self._conn = sqlite3.connect(db, timeout=60, isolation_level=None)
+        mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+        # in WAL mode readers never wait for a writer: the gate would hold nothing, silently
+        assert mode != "wal", f"{db}: journal_mode {mode}: an exclusive lock would not stop readers"
         self.held = False
 
     def hold(self) -> None:

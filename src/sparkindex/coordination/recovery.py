@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -50,6 +51,12 @@ def held_by_run(lock: LockRecord | None, run_id: str) -> bool:
     task's Python worker runs on until Spark kills it, and a thief that only took the lock changes
     nothing else the task could see."""
     return lock is not None and lock.holder.rpartition(":")[2] == run_id
+
+
+def run_holds_its_locks(store: CoordinationStore, aliases: Iterable[str], run_id: str) -> bool:
+    """:func:`held_by_run` for every alias of a job: asked before each claim, by the pass's tasks
+    and by the driver's head start alike."""
+    return all(held_by_run(store.locks.get(alias), run_id) for alias in aliases)
 
 
 def holder_is_dead(lock: LockRecord) -> bool:

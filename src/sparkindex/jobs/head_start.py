@@ -28,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import error_line
+from sparkindex.coordination.recovery import run_holds_its_locks
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.plan import IndexPlan
@@ -74,6 +75,8 @@ class HeadStart:
     def _done(self, store: CoordinationStore, owner: str) -> bool:
         if self._stop.is_set():
             return True
+        if not run_holds_its_locks(store, self.plans, self.run_id):
+            return True  # lost while the JVM starts: the keeper has no Spark job to cancel yet
         if not self.session.done():
             return False
         return self.session.exception() is not None or store.claimed_by_others(self.job_id, self.run_id, owner)

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.records import PartitionRecord
-from sparkindex.coordination.recovery import held_by_run
+from sparkindex.coordination.recovery import run_holds_its_locks
 from sparkindex.coordination.states import JobStatus
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.spark.context import task_identity, worker_context
@@ -98,7 +98,7 @@ def claim_queue(
         job = store.job(job_id)
         if job.status == JobStatus.STOPPING or (job.run_id is not None and job.run_id != run_id):
             return
-        if not all(held_by_run(store.locks.get(alias), run_id) for alias in aliases):
+        if not run_holds_its_locks(store, aliases, run_id):
             return
         ahead = store.claimable(job_id, limit=window + len(tried))
         fresh = [p.id for p in ahead if p.id in retries and p.retry_count <= retries[p.id] and p.id not in tried]

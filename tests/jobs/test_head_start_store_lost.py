@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sparkindex.config.connections import CoordinationConfig
 from sparkindex.config.model import Pipeline
 from sparkindex.config.urls import normalize_url
+from sparkindex.coordination.recovery import holder_name
 from sparkindex.jobs.head_start import HeadStart
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
 from tests.e2e.shop import drop_database, fresh_database, make_shop
@@ -81,6 +82,7 @@ def test_a_store_lost_mid_way_ends_the_head_start_with_a_warning(
         )
         target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
         store, job_id, _, plan = plan_job(pipeline, target, "products")
+        store.locks.acquire("products", holder_name("run-1"), 600.0)  # as the driver holds it
         store.close()
         session = _DropsTheStoreWhenAsked(admin_url, database)
         head = HeadStart(pipeline, job_id, "run-1", session, {"products": plan}, "fp-1")

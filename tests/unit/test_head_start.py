@@ -18,6 +18,7 @@ from tests.e2e.shop import make_shop
 from tests.unit.test_partition_worker import plan_job
 
 from sparkindex.coordination.latency import LatencyHistogram
+from sparkindex.coordination.recovery import holder_name
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.jobs.finalize import adopt_completed_stages
 from sparkindex.jobs.head_start import HeadStart
@@ -33,6 +34,7 @@ def test_head_start_and_the_pass_share_the_partitions_exactly_once(tmp_path: Pat
     store, job_id, index, plan = plan_job(pipeline, target, "products")
     parts = store.partitions(job_id)
     assert len(parts) >= 20
+    store.locks.acquire("products", holder_name("run-1"), 600.0)  # as the driver holds it: the head start asks
     session: Future[Any] = Future()
     head = HeadStart(pipeline, job_id, "run-1", session, {"products": plan}, "fp-1")
     assert HeadStart.wanted(pipeline, session)

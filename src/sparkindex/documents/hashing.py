@@ -11,11 +11,11 @@ from typing import Any
 
 import orjson
 
-from sparkindex.encoding import json_default
+from sparkindex.encoding import dumps_json
 
 
 def dumps_document(doc: dict[str, Any]) -> bytes:
-    return orjson.dumps(doc, default=json_default, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return dumps_json(doc, orjson.OPT_SORT_KEYS)
 
 
 def content_hash(canonical: bytes) -> str:

@@ -72,6 +72,8 @@ class IndexPlan:
 
 
 def _read_columns(emit: Sequence[str], keys: Sequence[str]) -> list[str]:
+    """The emitted columns first, in order, then the keys not among them: builders make each
+    row's dict by zipping the emitted names with the row (documents/builder.py::_dicts)."""
     out = list(emit)
     for k in keys:
         if k not in out:

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import tantivy
 
-from sparkindex.encoding import json_default
+from sparkindex.encoding import dumps_json
 from sparkindex.errors import DocumentError
 from sparkindex.targets.base import BulkItem
 
@@ -232,6 +232,6 @@ def _with_source(body: bytes, source: bytes) -> bytes:
 
 def _dumps(doc_id: str, body: dict[str, Any]) -> bytes:
     try:
-        return orjson.dumps(body, default=json_default, option=orjson.OPT_NAIVE_UTC | orjson.OPT_NON_STR_KEYS)
+        return dumps_json(body, orjson.OPT_NAIVE_UTC)
     except TypeError as exc:
         raise DocumentError(doc_id, str(exc), "UnserializableValue") from None

@@ -103,6 +103,8 @@ def sort_key(values: Sequence[Any]) -> str:
     ranges of it are the target's own, and a caller maps them to rows with binary comparisons.
     Hex keeps the text a single plain token every backend's range query accepts.
     """
+    if len(values) == 1:
+        return _sortable(values[0]).hex()
     return b"".join(_sortable(v) for v in values).hex()
 
 

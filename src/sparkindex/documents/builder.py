@@ -91,6 +91,8 @@ class DocumentBuilder:
         self.read_columns = plan.read
         pos = {c: i for i, c in enumerate(self.read_columns)}
         self._id_pos = [pos[c] for c in plan.id_columns]
+        key = itemgetter(*self._id_pos)  # a value for one column, a tuple for more
+        self._key_of: Any = (lambda row: (key(row),)) if len(self._id_pos) == 1 else key
         self._pos = pos
         self._version_pos = pos[plan.version] if plan.version else None
         self._floats = float_paths(plan.table, plan.emit, plan.embedded)
@@ -99,9 +101,12 @@ class DocumentBuilder:
             r.name: float_paths(r.table, r.emit, r.children) for r in plan.joins
         }
         self._child_prefixes = parent_prefixes(plan.joins)
+        #: no version column, no join field, no join children: a root row's only check is its
+        #: encoding, and the id needs no test against the children's (the usual index)
+        self._plain_root = plan.version is None and plan.join_field is None and not self._child_prefixes
 
     def key_of(self, row: Row) -> tuple[Any, ...]:
-        return tuple(row[i] for i in self._id_pos)
+        return self._key_of(row)  # type: ignore[no-any-return]
 
     def page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
         plan = self.plan
@@ -164,6 +169,8 @@ class DocumentBuilder:
     def _finish(
         self, key: Sequence[Any], doc: dict[str, Any], version: Any, floats: FloatPaths
     ) -> BuiltDocument | DocumentError:
+        if self._plain_root:
+            return self._encoded(document_id(key), doc, floats, sort_key(key), None)
         checked = self._root_checks(key, version)
         if isinstance(checked, DocumentError):
             return checked
@@ -204,7 +211,7 @@ class DocumentBuilder:
     def _encoded(
         doc_id: str, doc: dict[str, Any], floats: FloatPaths, key: str, version: int | None, routing: str | None = None
     ) -> BuiltDocument | DocumentError:
-        bad = non_finite_path(doc, floats)
+        bad = None if floats is NO_FLOATS else non_finite_path(doc, floats)
         if bad is not None:
             return DocumentError(doc_id, f"field {bad!r} is NaN or infinite, which JSON cannot carry", "NonFinite")
         try:

@@ -177,10 +177,11 @@ def _spliced(item: BulkItem, source: bytes, fields: dict[str, Any], plan: Schema
             extra[name] = _rfc3339(value)
     _copy_fields(fields, extra, plan)
     _bookkeeping(item, extra)
-    tail = _with_source(_dumps(item.id, extra), source)
-    if len(source) == 2:  # "{}"
-        return tail
-    return source[:-1] + b"," + tail[1:]
+    body = _dumps(item.id, extra)  # never empty: it holds the bookkeeping fields
+    # one join, not one copy of the document per step: the canonical bytes without their "}",
+    # the extra keys without their braces, then the source
+    head = (memoryview(source)[:-1], b",") if len(source) > 2 else (b"{",)  # "{}" has no key to follow
+    return b"".join((*head, memoryview(body)[1:-1], b',"_source":"', base64.b64encode(source), b'"}'))
 
 
 def _encoded_again(item: BulkItem, source: bytes, fields: dict[str, Any] | None, plan: SchemaPlan) -> bytes:
@@ -208,6 +209,9 @@ def _copy_fields(fields: dict[str, Any], out: dict[str, Any], plan: SchemaPlan) 
         value = fields.get(src)
         if value is not None:
             existing = out[dst] if dst in out else fields.get(dst)
+            if existing is None and isinstance(value, str):  # the usual first copy into a target
+                out[dst] = [value]
+                continue
             values = list(existing) if isinstance(existing, list) else ([] if existing is None else [existing])
             values.extend(value if isinstance(value, list) else [value])
             out[dst] = [str(v) for v in values]

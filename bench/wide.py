@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from bench.large import compare, drop_pg, partition_size, pg_database
+from bench.large import compare, drop_pg, partition_size, pg_database, run_cli
 from sparkindex.demo.large import _COUNTRIES, _PUNCT, _WORDS, _sentences
 
 Row = tuple[Any, ...]
@@ -382,9 +382,11 @@ def bench_wide(source: str, rows: int | None = None) -> dict[str, Any]:
     """The ``reindex_tantivy_wide`` line for *source*: the pipeline against both baselines.
 
     Order: independent loop, then :func:`bench.large.compare` (naive loop, the pipeline end to end,
-    naive loop), then the independent loop again; each ratio is against the faster run of its
-    baseline, so neither baseline is judged by a slow minute of the shared machine. The schemas
-    are checked equal first: a ratio against a loop that indexes less would be meaningless.
+    naive loop), the pipeline again, then the independent loop again. Every side runs twice and
+    counts its faster run: on the shared machine one run in five lands 5-10 % slow, and a single
+    slow pipeline run against the better of two baseline runs read as a loss it was not (0.944
+    on 5fbd9b3). The schemas are checked equal first: a ratio against a loop that indexes less
+    would be meaningless.
     """
     from bench.independent import independent_loop, schema_mismatch
 
@@ -401,21 +403,29 @@ def bench_wide(source: str, rows: int | None = None) -> dict[str, Any]:
             first = independent_loop(url, out)
             shutil.rmtree(out, ignore_errors=True)
             figures = compare(pipeline, work, rows)
+            again = run_cli(pipeline, "reindex", "--new")
+            if again.summary.get("status") != "COMPLETED" or int(again.summary.get("indexed", -1)) != rows:
+                raise RuntimeError(f"the pipeline's second run did not index {rows} documents: {again.summary}")
             second = independent_loop(url, out)
             shutil.rmtree(out, ignore_errors=True)
         if first.docs != rows or second.docs != rows:
             raise RuntimeError(f"the independent loop indexed {first.docs}/{second.docs} of {rows} documents")
         best = min(first, second, key=lambda r: r.seconds)
-        ratio_naive = figures.pop("ratio")
+        runs = [figures.pop("seconds"), round(again.seconds, 2)]
+        seconds = min(runs)
+        for first_run_only in ("ratio", "docs_per_s"):  # compare()'s, of its one pipeline run
+            figures.pop(first_run_only)
         return {
             "bench": "reindex_tantivy_wide",
             "source": source,
             "rows": figures.pop("rows"),
-            "docs_per_s": figures.pop("docs_per_s"),
+            "docs_per_s": round(rows / seconds),
             "naive_docs_per_s": figures.pop("naive_docs_per_s"),
             "independent_docs_per_s": round(best.docs_per_s),
-            "ratio_naive": ratio_naive,
-            "ratio_independent": round(rows / figures["seconds"] / best.docs_per_s, 3),
+            "ratio_naive": round(figures["naive_seconds"] / seconds, 3),
+            "ratio_independent": round(rows / seconds / best.docs_per_s, 3),
+            "seconds": seconds,
+            "pipeline_runs_s": runs,
             **figures,
             "independent_seconds": round(best.seconds, 2),
             "independent_runs_s": [round(first.seconds, 2), round(second.seconds, 2)],

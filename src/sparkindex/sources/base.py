@@ -132,7 +132,6 @@ class Source:
         self._meta = sa.MetaData()
         sa.event.listen(self._meta, "column_reflect", self.column_reflect)
         self._tables: dict[str, TableInfo] = {}
-        self._in_statements: dict[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], sa.Select[Any]] = {}
 
     # -- hooks -------------------------------------------------------------------------------------
     def engine_options(self) -> dict[str, Any]:
@@ -299,38 +298,22 @@ class Source:
         """Rows whose *match* columns equal one of *values*, in batches of bind parameters."""
         if not values:
             return []
-        stmt = self._where_in_statement(info, tuple(match), tuple(columns), tuple(order_by))
+        mcols = [info.table.c[m] for m in match]
+        sel = [info.table.c[c] for c in columns]
+        order = [info.table.c[c] for c in order_by]
         out: list[tuple[Any, ...]] = []
         per = max(1, self.max_in_params // len(match))
         unique = list(dict.fromkeys(values))
-        if len(match) == 1:
-            unique = [v[0] for v in unique]
         with self.connect(f"rows of table {info.name!r} by {', '.join(match)}") as conn:
             for i in range(0, len(unique), per):
-                out.extend(conn.execute(stmt, {"values": unique[i : i + per]}).fetchall())
+                chunk = unique[i : i + per]
+                # in_() over the values, not a cached statement with an expanding parameter: it
+                # binds them with the type SQLAlchemy derives from the column and the values
+                # (a Decimal parent key against an INTEGER column binds as a number, a date
+                # against a DATETIME as a date), which an untyped parameter would not
+                cond = mcols[0].in_([v[0] for v in chunk]) if len(mcols) == 1 else sa.tuple_(*mcols).in_(chunk)
+                out.extend(conn.execute(sa.select(*sel).where(cond).order_by(*order)).fetchall())
         return out
-
-    def _where_in_statement(
-        self, info: TableInfo, match: tuple[str, ...], columns: tuple[str, ...], order_by: tuple[str, ...]
-    ) -> sa.Select[Any]:
-        """``SELECT columns WHERE match IN :values ORDER BY order_by``, built once per shape.
-
-        Why one statement with an expanding parameter: ``in_()`` over a list of values coerced
-        every value into a bound literal of its own, each time; on the wide benchmark that was
-        about 2 us a document (issue 19). The values still bind with the columns' types.
-        """
-        shape = (info.name, match, columns, order_by)
-        stmt = self._in_statements.get(shape)
-        if stmt is None:
-            mcols = [info.table.c[m] for m in match]
-            left = mcols[0] if len(mcols) == 1 else sa.tuple_(*mcols)
-            stmt = (
-                sa.select(*[info.table.c[c] for c in columns])
-                .where(left.in_(sa.bindparam("values", expanding=True)))
-                .order_by(*[info.table.c[c] for c in order_by])
-            )
-            self._in_statements[shape] = stmt
-        return stmt
 
     def close(self) -> None:
         self.engine.dispose()

@@ -209,7 +209,7 @@ def _copy_fields(fields: dict[str, Any], out: dict[str, Any], plan: SchemaPlan) 
         value = fields.get(src)
         if value is not None:
             existing = out[dst] if dst in out else fields.get(dst)
-            if existing is None and isinstance(value, str):  # the usual first copy into a target
+            if existing is None and type(value) is str:  # the usual first copy into a target
                 out[dst] = [value]
                 continue
             values = list(existing) if isinstance(existing, list) else ([] if existing is None else [existing])

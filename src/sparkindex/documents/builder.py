@@ -336,9 +336,13 @@ def _grouped_order(rel: RelationPlan) -> list[str]:
 
 
 def _total_order(table: TableInfo, order_by: Sequence[str]) -> bool:
-    keys = [table.primary_key, *table.unique_keys]
+    """Whether *order_by* covers the primary key or a unique key no row can hold NULL in (NULLs
+    tie). Reflection calls a primary key's columns nullable on some dialects (SQLite); the
+    primary key counts as it is."""
     wanted = set(order_by)
-    return any(k and set(k) <= wanted and not any(table.columns[c].nullable for c in k) for k in keys)
+    if table.primary_key and set(table.primary_key) <= wanted:
+        return True
+    return any(set(k) <= wanted and not any(table.columns[c].nullable for c in k) for k in table.unique_keys)
 
 
 #: key types whose Python equality is the database's (up to collations, which only merge keys)

@@ -17,7 +17,7 @@ import pytest
 
 from sparkindex.config.indexes import IndexConfig, RelationConfig
 from sparkindex.documents import DocumentBuilder, resolve_index
-from sparkindex.documents.builder import _grouped_order
+from sparkindex.documents.fetch_order import grouped_order
 from sparkindex.sources.base import KeyRange, Source
 from sparkindex.sources.registry import open_source
 
@@ -49,7 +49,7 @@ def comments(source: Source, **relation: object) -> tuple[list[str], dict[str, l
     rel = RelationConfig(name="comments", type="nested", table="comments", columns=["id"], **relation)  # type: ignore[arg-type]
     plan = resolve_index(source, IndexConfig(alias="posts", table="posts", relations=[rel]), "indexes[0]")
     page = DocumentBuilder(source, plan).page(KeyRange(None, None), None, 10)
-    return _grouped_order(plan.embedded[0]), {d.id: [c["id"] for c in (d.fields or {})["comments"]] for d in page.docs}
+    return grouped_order(plan.embedded[0]), {d.id: [c["id"] for c in (d.fields or {})["comments"]] for d in page.docs}
 
 
 @pytest.mark.parametrize(

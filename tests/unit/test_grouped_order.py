@@ -9,17 +9,16 @@ real SQLite file, so a wrong choice shows as a wrong array, not only as a wrong 
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.sqlite_files import sqlite_source
 
 from sparkindex.config.indexes import IndexConfig, RelationConfig
 from sparkindex.documents import DocumentBuilder, resolve_index
 from sparkindex.documents.fetch_order import grouped_order
 from sparkindex.sources.base import KeyRange, Source
-from sparkindex.sources.registry import open_source
 
 SCHEMA = """
 CREATE TABLE posts (id INTEGER PRIMARY KEY, title TEXT);
@@ -36,11 +35,7 @@ INSERT INTO comments VALUES
 
 @pytest.fixture
 def source(tmp_path: Path) -> Iterator[Source]:
-    path = tmp_path / "order.db"
-    conn = sqlite3.connect(path)
-    conn.executescript(SCHEMA)
-    conn.close()
-    src = open_source(f"sqlite:///{path}")
+    src = sqlite_source(tmp_path / "order.db", SCHEMA)
     yield src
     src.close()
 

@@ -10,23 +10,22 @@ values must bind as SQLAlchemy derives their type from the column and the values
 from __future__ import annotations
 
 import decimal
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.sqlite_files import sqlite_source
 
 from sparkindex.config.indexes import IndexConfig, RelationConfig
 from sparkindex.documents import DocumentBuilder, resolve_index
+from sparkindex.documents.builder import Page
 from sparkindex.sources.base import KeyRange, Source
-from sparkindex.sources.registry import open_source
 
 
 @pytest.fixture
 def source(tmp_path: Path) -> Iterator[Source]:
-    path = tmp_path / "keys.db"
-    conn = sqlite3.connect(path)
-    conn.executescript(
+    src = sqlite_source(
+        tmp_path / "keys.db",
         """
         CREATE TABLE owners (id INTEGER PRIMARY KEY, name TEXT);
         CREATE TABLE pets (id INTEGER PRIMARY KEY, owner_ref NUMERIC, name TEXT);
@@ -34,25 +33,22 @@ def source(tmp_path: Path) -> Iterator[Source]:
         INSERT INTO owners VALUES (1, 'Ann'), (2, 'Bob');
         INSERT INTO pets VALUES (10, 1, 'Rex'), (11, 2, 'Tom'), (12, NULL, 'Stray'), (13, 3, 'Lost');
         INSERT INTO visits VALUES (100, 10, 'first'), (101, 10, 'second'), (102, 11, 'only');
-        """
+        """,
     )
-    conn.commit()
-    conn.close()
-    src = open_source(f"sqlite:///{path}")
     yield src
     src.close()
 
 
+def pets_page(source: Source, relation: RelationConfig) -> Page:
+    """Every pet's document, with *relation* attached."""
+    plan = resolve_index(source, IndexConfig(alias="pets", table="pets", relations=[relation]), "indexes[0]")
+    return DocumentBuilder(source, plan).page(KeyRange(None, None), None, 100)
+
+
 def test_a_numeric_parent_key_finds_its_integer_keyed_relation(source: Source) -> None:
-    cfg = IndexConfig(
-        alias="pets",
-        table="pets",
-        relations=[
-            RelationConfig(name="owner", type="object", table="owners", local_key=["owner_ref"], remote_key=["id"])
-        ],
+    page = pets_page(
+        source, RelationConfig(name="owner", type="object", table="owners", local_key=["owner_ref"], remote_key=["id"])
     )
-    plan = resolve_index(source, cfg, "indexes[0]")
-    page = DocumentBuilder(source, plan).page(KeyRange(None, None), None, 100)
     docs = {d.id: d.fields for d in page.docs}
     assert page.failures == []
     assert docs["10"] is not None and docs["10"]["owner_ref"] == decimal.Decimal(1)
@@ -65,15 +61,9 @@ def test_a_numeric_parent_key_finds_its_integer_keyed_relation(source: Source) -
 
 
 def test_an_integer_parent_key_finds_its_numeric_keyed_children(source: Source) -> None:
-    cfg = IndexConfig(
-        alias="pets",
-        table="pets",
-        relations=[
-            RelationConfig(name="visits", type="nested", table="visits", local_key=["id"], remote_key=["pet_ref"])
-        ],
+    page = pets_page(
+        source, RelationConfig(name="visits", type="nested", table="visits", local_key=["id"], remote_key=["pet_ref"])
     )
-    plan = resolve_index(source, cfg, "indexes[0]")
-    page = DocumentBuilder(source, plan).page(KeyRange(None, None), None, 100)
     visits = {d.id: [v["note"] for v in (d.fields or {})["visits"]] for d in page.docs}
     assert page.failures == []
     assert visits == {"10": ["first", "second"], "11": ["only"], "12": [], "13": []}

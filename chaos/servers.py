@@ -75,10 +75,21 @@ def _as_user(user: str, argv: list[str]) -> list[str]:
 
 
 def _run(argv: list[str], what: str, timeout: float = READY_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, start_new_session=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{what} failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return done
+    """Run a server tool in a session of its own; on a timeout its whole process group is killed,
+    not only the tool: ``mariadb-install-db`` is a script whose bootstrap server would live on."""
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the session's leader: its pgid is its pid
+            out, err = proc.communicate()
+            raise RuntimeError(f"{what} did not finish in {timeout:g} s: {out[-2000:]}{err[-2000:]}") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed ({proc.returncode}): {out[-2000:]}{err[-2000:]}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 class _Server:
@@ -310,20 +321,34 @@ class MariaDbServer(_Server):
         return None
 
     def _install(self) -> None:
-        shutil.rmtree(self.data, ignore_errors=True)
-        self.data.mkdir(parents=True)
-        if os.geteuid() == 0:
-            shutil.chown(self.data, "mysql", "mysql")
-        _run(
-            [
-                "mariadb-install-db",
-                *(["--user=mysql"] if os.geteuid() == 0 else []),
-                f"--datadir={self.data}",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-            ],
-            "mariadb-install-db",
-        )
+        """Bootstrap the data directory, with a temporary directory of its own, once more if the
+        first attempt fails. Under a full parallel run the bootstrap server once failed with
+        "Could not remove temporary table: '/tmp/#sql-temptable-…', error: 2" and then "Unknown
+        table 'mysql.tmp_user_sys'": its temporary table's file in the shared /tmp was gone."""
+        failures: list[str] = []
+        for _attempt in range(2):
+            tmp = self.workdir / "tmp"
+            for directory in (self.data, tmp):
+                shutil.rmtree(directory, ignore_errors=True)
+                directory.mkdir(parents=True)
+                if os.geteuid() == 0:
+                    shutil.chown(directory, "mysql", "mysql")
+            try:
+                _run(
+                    [
+                        "mariadb-install-db",
+                        *(["--user=mysql"] if os.geteuid() == 0 else []),
+                        f"--datadir={self.data}",
+                        f"--tmpdir={tmp}",  # passed on to the bootstrap server
+                        "--auth-root-authentication-method=normal",
+                        "--skip-test-db",
+                    ],
+                    "mariadb-install-db",
+                )
+                return
+            except RuntimeError as exc:
+                failures.append(str(exc))
+        raise RuntimeError("mariadb-install-db failed twice:\n" + "\n---\n".join(failures))
 
     def _spawn(self) -> None:
         out = open(self.workdir / "mariadbd.out", "ab")  # noqa: SIM115 - the server's, closed below

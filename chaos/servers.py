@@ -74,18 +74,23 @@ def _as_user(user: str, argv: list[str]) -> list[str]:
     return ["runuser", "-u", user, "--", *argv] if os.geteuid() == 0 else argv
 
 
-def _run(argv: list[str], what: str, timeout: float = READY_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """Run a server tool in a session of its own; on a timeout its whole process group is killed,
-    not only the tool: ``mariadb-install-db`` is a script whose bootstrap server would live on."""
+def run_tool(argv: list[str], what: str, timeout: float = READY_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """Run a server tool in a session of its own; a failure raises RuntimeError with its output.
+
+    Whatever ends the wait early (the timeout, a test's own timeout, Ctrl-C) kills the tool's
+    whole process group, not only the tool: ``mariadb-install-db`` is a script whose bootstrap
+    server would live on, holding the data directory."""
     with subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     ) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except BaseException as exc:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # the session's leader: its pgid is its pid
-            out, err = proc.communicate()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
+            out, err = proc.communicate(timeout=READY_TIMEOUT_S)  # the group's pipes close as it dies
             raise RuntimeError(f"{what} did not finish in {timeout:g} s: {out[-2000:]}{err[-2000:]}") from None
     if proc.returncode != 0:
         raise RuntimeError(f"{what} failed ({proc.returncode}): {out[-2000:]}{err[-2000:]}")
@@ -136,7 +141,7 @@ class PgServer(_Server):
 
     def _pg_ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         argv = [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "-t", "120", *args]
-        return _run(_as_user("postgres", argv), f"pg_ctl {' '.join(args)}")
+        return run_tool(_as_user("postgres", argv), f"pg_ctl {' '.join(args)}")
 
     def _initdb(self) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
@@ -146,7 +151,7 @@ class PgServer(_Server):
             self.log.touch()
             shutil.chown(self.log, "postgres", "postgres")
         argv = [str(PG_BIN / "initdb"), "-D", str(self.data), "-U", PG_USER, "--auth=trust", "-E", "UTF8"]
-        _run(_as_user("postgres", argv), "initdb")
+        run_tool(_as_user("postgres", argv), "initdb")
         with open(self.data / "postgresql.conf", "a", encoding="utf-8") as conf:
             conf.write(
                 "\n# chaos.servers.PgServer: as scripts/test-services.sh, with room for more slots\n"
@@ -320,26 +325,33 @@ class MariaDbServer(_Server):
             return pid
         return None
 
+    @property
+    def tmp(self) -> Path:
+        """The server's own temporary directory. A starting mariadbd (a bootstrap too) deletes
+        every ``#sql*`` file in its tmpdir; in a shared /tmp, those of the servers already running.
+        A fresh-clone run lost a bootstrap's temporary table that way: "Could not remove temporary
+        table: '/tmp/#sql-temptable-…', error: 2", then "Unknown table 'mysql.tmp_user_sys'"."""
+        return self.workdir / "tmp"
+
+    def _own_dir(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(directory, "mysql", "mysql")
+
     def _install(self) -> None:
-        """Bootstrap the data directory, with a temporary directory of its own, once more if the
-        first attempt fails. Under a full parallel run the bootstrap server once failed with
-        "Could not remove temporary table: '/tmp/#sql-temptable-…', error: 2" and then "Unknown
-        table 'mysql.tmp_user_sys'": its temporary table's file in the shared /tmp was gone."""
+        """Bootstrap the data directory, once more if the first attempt fails."""
         failures: list[str] = []
         for _attempt in range(2):
-            tmp = self.workdir / "tmp"
-            for directory in (self.data, tmp):
+            for directory in (self.data, self.tmp):
                 shutil.rmtree(directory, ignore_errors=True)
-                directory.mkdir(parents=True)
-                if os.geteuid() == 0:
-                    shutil.chown(directory, "mysql", "mysql")
+                self._own_dir(directory)
             try:
-                _run(
+                run_tool(
                     [
                         "mariadb-install-db",
                         *(["--user=mysql"] if os.geteuid() == 0 else []),
                         f"--datadir={self.data}",
-                        f"--tmpdir={tmp}",  # passed on to the bootstrap server
+                        f"--tmpdir={self.tmp}",  # passed on to the bootstrap server
                         "--auth-root-authentication-method=normal",
                         "--skip-test-db",
                     ],
@@ -351,6 +363,7 @@ class MariaDbServer(_Server):
         raise RuntimeError("mariadb-install-db failed twice:\n" + "\n---\n".join(failures))
 
     def _spawn(self) -> None:
+        self._own_dir(self.tmp)
         out = open(self.workdir / "mariadbd.out", "ab")  # noqa: SIM115 - the server's, closed below
         try:
             self.proc = subprocess.Popen(
@@ -358,6 +371,7 @@ class MariaDbServer(_Server):
                     "mariadbd",
                     *(["--user=mysql"] if os.geteuid() == 0 else []),
                     f"--datadir={self.data}",
+                    f"--tmpdir={self.tmp}",
                     f"--port={self.port}",
                     "--bind-address=127.0.0.1",
                     f"--socket={_socket_dir(self.data)}/mariadbd-{self.port}.sock",

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from chaos.servers import run_tool
 
 from sparkindex.config.urls import normalize_url
 from sparkindex.demo.shop import generate_shop
@@ -36,6 +37,7 @@ class PrivateMariaDB:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="sparkindex-my-"))
         self.data = self.dir / "data"
+        self.tmp = self.dir / "tmp"  # its own: chaos/servers.py::MariaDbServer.tmp says why
         self.port = _free_port()
         shutil.chown(self.dir, "mysql", "mysql")
         self._install()
@@ -48,27 +50,25 @@ class PrivateMariaDB:
         half-way through the ``sys`` schema, after a clean shutdown, and its output was lost."""
         failures: list[str] = []
         for _attempt in range(2):
-            tmp = self.dir / "tmp"  # its own: chaos/servers.py::MariaDbServer._install says why
-            for directory in (self.data, tmp):
+            for directory in (self.data, self.tmp):
                 shutil.rmtree(directory, ignore_errors=True)
                 directory.mkdir()
                 shutil.chown(directory, "mysql", "mysql")
-            done = subprocess.run(
-                [
+            try:
+                run_tool(
+                    [
+                        "mariadb-install-db",
+                        "--user=mysql",
+                        f"--datadir={self.data}",
+                        f"--tmpdir={self.tmp}",
+                        "--auth-root-authentication-method=normal",
+                    ],
                     "mariadb-install-db",
-                    "--user=mysql",
-                    f"--datadir={self.data}",
-                    f"--tmpdir={tmp}",
-                    "--auth-root-authentication-method=normal",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=300,
-                start_new_session=True,  # no signal meant for the test's process group reaches it
-            )
-            if done.returncode == 0:
+                    timeout=300,
+                )
                 return
-            failures.append(f"exit {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")
+            except RuntimeError as exc:
+                failures.append(str(exc))
         raise RuntimeError(f"mariadb-install-db failed twice in {self.data}:\n" + "\n---\n".join(failures))
 
     @property
@@ -81,6 +81,7 @@ class PrivateMariaDB:
                 "mariadbd",
                 "--user=mysql",
                 f"--datadir={self.data}",
+                f"--tmpdir={self.tmp}",
                 f"--port={self.port}",
                 "--bind-address=127.0.0.1",
                 f"--socket={self.dir}/mysqld.sock",

@@ -28,7 +28,7 @@ import pytest
 from chaos.clock import ClockJump, ensure_faketime
 from chaos.disk import SmallDisk
 from chaos.netcut import NetCut
-from chaos.servers import PG_BIN, MariaDbServer, PgServer
+from chaos.servers import PG_BIN, MariaDbServer, PgServer, run_tool
 
 from chaos import procs
 from tests.cluster.standalone import StandaloneCluster, free_port
@@ -536,19 +536,16 @@ def test_spark_jvms_of_a_standalone_cluster_are_classified(tmp_path: Path) -> No
 def test_a_server_tool_that_times_out_takes_its_children_with_it(tmp_path: Path) -> None:
     """``mariadb-install-db`` is a script whose bootstrap server is its child: a timeout that
     killed only the script left that server running, holding the data directory. The stand-in
-    here is a shell that starts a long sleep in the background and waits for it."""
-    from chaos.servers import _run
-
+    is a shell that starts a long sleep in the background, its output away from the tool's pipes
+    (so that only killing the group, not waiting for the pipes to close, can end it), and waits."""
     pid_file = tmp_path / "child.pid"
     with pytest.raises(RuntimeError, match="did not finish in 1 s"):
-        _run(["sh", "-c", f"sleep 300 & echo $! > {pid_file}; wait"], "the stand-in tool", timeout=1)
-    child = int(wait_for("the child's pid", lambda: pid_file.read_text().strip() or None))
+        run_tool(["sh", "-c", f"sleep 300 >/dev/null 2>&1 & echo $! > {pid_file}; wait"], "the stand-in", timeout=1)
+    child = int(wait_for("the child's pid", lambda: pid_file.exists() and pid_file.read_text().strip()))
     assert procs.wait_gone(child, 10), f"the tool's child {child} outlived the timeout"
 
 
 def test_a_server_tool_that_fails_says_so_with_its_output() -> None:
-    from chaos.servers import _run
-
-    with pytest.raises(RuntimeError, match=r"(?s)the stand-in tool failed \(3\): to stdout.*to stderr"):
-        _run(["sh", "-c", "echo to stdout; echo to stderr >&2; exit 3"], "the stand-in tool")
-    assert _run(["sh", "-c", "echo fine"], "the stand-in tool").stdout == "fine\n"
+    with pytest.raises(RuntimeError, match=r"(?s)the stand-in failed \(3\): to stdout.*to stderr"):
+        run_tool(["sh", "-c", "echo to stdout; echo to stderr >&2; exit 3"], "the stand-in")
+    assert run_tool(["sh", "-c", "echo fine"], "the stand-in").stdout == "fine\n"

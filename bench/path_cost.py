@@ -29,7 +29,7 @@ from typing import Any
 
 import tantivy
 
-from bench.independent import HEAP, WideDb, encode, hand_schema, pages
+from bench.independent import HEAP, PAGE, WideDb, encode, hand_schema, pages
 from sparkindex.config import load_pipeline
 from sparkindex.documents import DocumentBuilder, infer_mapping, resolve_index
 from sparkindex.sources.base import KeyRange
@@ -102,14 +102,14 @@ def package_path(pipeline_path: Path, n_pages: int) -> PathCost:
     after: tuple[Any, ...] | None = None
     try:
         for _ in range(n_pages):
-            page = _timed(steps, "builder_page", lambda a=after: builder.page(KeyRange(None, None), a, 1000))
+            page = _timed(steps, "builder_page", lambda a=after: builder.page(KeyRange(None, None), a, PAGE))
             after = page.last_key
             items = _timed(steps, "bulk_items", lambda p=page: [d.bulk_item() for d in p.docs])
             convert = lambda i=items: [str(to_tantivy_json(x, schema_plan), "utf-8") for x in i]  # noqa: E731
             bodies = _timed(steps, "conversion_and_decode", convert)
             _timed(steps, "add_json", lambda b=bodies: [writer.add_json(x) for x in b])
             docs_seen += len(page.docs)
-            if page.rows < 1000:
+            if page.rows < PAGE:
                 break
     finally:
         writer.rollback()
@@ -121,7 +121,7 @@ def package_path(pipeline_path: Path, n_pages: int) -> PathCost:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("wide_dir", type=Path)
-    parser.add_argument("--pages", type=int, default=40, help="1,000-root pages per path and repeat")
+    parser.add_argument("--pages", type=int, default=40, help=f"{PAGE:,}-root pages per path and repeat")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--default-gc", action="store_true", help="leave Python's collector as it is")
     args = parser.parse_args()

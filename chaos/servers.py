@@ -97,6 +97,47 @@ def run_tool(argv: list[str], what: str, timeout: float = READY_TIMEOUT_S) -> su
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+def own_for_mysql(directory: Path) -> None:
+    """Create *directory* (if need be) owned by the ``mysql`` user when we are root, as mariadbd
+    runs as that user then."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        shutil.chown(directory, "mysql", "mysql")
+
+
+def bootstrap_mariadb(data: Path, tmp: Path, timeout: float = READY_TIMEOUT_S) -> None:
+    """Bootstrap the data directory *data*, its bootstrap server using *tmp* as its temporary
+    directory, once more if the first attempt fails, with the tool's own words in the error.
+
+    Why its own temporary directory: a starting mariadbd (a bootstrap too) deletes every ``#sql*``
+    file in its tmpdir; in a shared /tmp, those of the servers already running. A fresh-clone run
+    lost a bootstrap's temporary table that way ("Could not remove temporary table:
+    '/tmp/#sql-temptable-…', error: 2", then "Unknown table 'mysql.tmp_user_sys'"); an earlier
+    one saw the tool exit 1 half-way through the ``sys`` schema with its output lost."""
+    failures: list[str] = []
+    for _attempt in range(2):
+        for directory in (data, tmp):
+            shutil.rmtree(directory, ignore_errors=True)
+            own_for_mysql(directory)
+        try:
+            run_tool(
+                [
+                    "mariadb-install-db",
+                    *(["--user=mysql"] if os.geteuid() == 0 else []),
+                    f"--datadir={data}",
+                    f"--tmpdir={tmp}",  # passed on to the bootstrap server
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                ],
+                "mariadb-install-db",
+                timeout,
+            )
+            return
+        except RuntimeError as exc:
+            failures.append(str(exc))
+    raise RuntimeError(f"mariadb-install-db failed twice in {data}:\n" + "\n---\n".join(failures))
+
+
 class _Server:
     """What both servers share: start/stop as a context manager."""
 
@@ -327,43 +368,14 @@ class MariaDbServer(_Server):
 
     @property
     def tmp(self) -> Path:
-        """The server's own temporary directory. A starting mariadbd (a bootstrap too) deletes
-        every ``#sql*`` file in its tmpdir; in a shared /tmp, those of the servers already running.
-        A fresh-clone run lost a bootstrap's temporary table that way: "Could not remove temporary
-        table: '/tmp/#sql-temptable-…', error: 2", then "Unknown table 'mysql.tmp_user_sys'"."""
+        """The server's own temporary directory (:func:`bootstrap_mariadb` says why)."""
         return self.workdir / "tmp"
 
-    def _own_dir(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        if os.geteuid() == 0:
-            shutil.chown(directory, "mysql", "mysql")
-
     def _install(self) -> None:
-        """Bootstrap the data directory, once more if the first attempt fails."""
-        failures: list[str] = []
-        for _attempt in range(2):
-            for directory in (self.data, self.tmp):
-                shutil.rmtree(directory, ignore_errors=True)
-                self._own_dir(directory)
-            try:
-                run_tool(
-                    [
-                        "mariadb-install-db",
-                        *(["--user=mysql"] if os.geteuid() == 0 else []),
-                        f"--datadir={self.data}",
-                        f"--tmpdir={self.tmp}",  # passed on to the bootstrap server
-                        "--auth-root-authentication-method=normal",
-                        "--skip-test-db",
-                    ],
-                    "mariadb-install-db",
-                )
-                return
-            except RuntimeError as exc:
-                failures.append(str(exc))
-        raise RuntimeError("mariadb-install-db failed twice:\n" + "\n---\n".join(failures))
+        bootstrap_mariadb(self.data, self.tmp)
 
     def _spawn(self) -> None:
-        self._own_dir(self.tmp)
+        own_for_mysql(self.tmp)
         out = open(self.workdir / "mariadbd.out", "ab")  # noqa: SIM115 - the server's, closed below
         try:
             self.proc = subprocess.Popen(

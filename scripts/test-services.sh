@@ -66,13 +66,11 @@ echo "postgres: postgresql+psycopg://sparkindex@127.0.0.1:$PG_PORT/sparkindex"
 MYDATA="$SERVICES_DIR/mysql"
 MYTMP="$SERVICES_DIR/mysql-tmp"
 if ! mariadb-admin -h 127.0.0.1 -P "$MY_PORT" -u root --silent ping >/dev/null 2>&1; then
-  if [ ! -d "$MYDATA/mysql" ]; then
-    rm -rf "$MYDATA"; mkdir -p "$MYDATA"; chown mysql:mysql "$MYDATA"
-  fi
   # A temporary directory of its own: a starting mariadbd deletes every #sql* file in its tmpdir,
   # so servers sharing /tmp delete one another's temporary tables (chaos/servers.py says more).
   mkdir -p "$MYTMP"; chown mysql:mysql "$MYTMP"
   if [ ! -d "$MYDATA/mysql" ]; then
+    rm -rf "$MYDATA"; mkdir -p "$MYDATA"; chown mysql:mysql "$MYDATA"
     mariadb-install-db --user=mysql --datadir="$MYDATA" --tmpdir="$MYTMP" \
       --auth-root-authentication-method=normal --skip-test-db >/dev/null
   fi

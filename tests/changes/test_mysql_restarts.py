@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from chaos.servers import run_tool
+from chaos.servers import bootstrap_mariadb
 
 from sparkindex.config.urls import normalize_url
 from sparkindex.demo.shop import generate_shop
@@ -37,39 +37,12 @@ class PrivateMariaDB:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="sparkindex-my-"))
         self.data = self.dir / "data"
-        self.tmp = self.dir / "tmp"  # its own: chaos/servers.py::MariaDbServer.tmp says why
+        self.tmp = self.dir / "tmp"  # its own: chaos/servers.py::bootstrap_mariadb says why
         self.port = _free_port()
         shutil.chown(self.dir, "mysql", "mysql")
-        self._install()
+        bootstrap_mariadb(self.data, self.tmp, timeout=300)
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
-
-    def _install(self) -> None:
-        """Bootstrap the data directory, once more if the first attempt fails, with the tool's
-        own words in the error. Once, under a full parallel run, ``mariadb-install-db`` exited 1
-        half-way through the ``sys`` schema, after a clean shutdown, and its output was lost."""
-        failures: list[str] = []
-        for _attempt in range(2):
-            for directory in (self.data, self.tmp):
-                shutil.rmtree(directory, ignore_errors=True)
-                directory.mkdir()
-                shutil.chown(directory, "mysql", "mysql")
-            try:
-                run_tool(
-                    [
-                        "mariadb-install-db",
-                        "--user=mysql",
-                        f"--datadir={self.data}",
-                        f"--tmpdir={self.tmp}",
-                        "--auth-root-authentication-method=normal",
-                    ],
-                    "mariadb-install-db",
-                    timeout=300,
-                )
-                return
-            except RuntimeError as exc:
-                failures.append(str(exc))
-        raise RuntimeError(f"mariadb-install-db failed twice in {self.data}:\n" + "\n---\n".join(failures))
 
     @property
     def url(self) -> str:

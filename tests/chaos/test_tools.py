@@ -166,6 +166,8 @@ def test_mariadb_server_restart_immediate_purge_and_drop(maria: MariaDbServer, s
         MariaDbServer(scratch / "other-mariadb", maria.port).start()
     settings = dict(maria.query("SHOW VARIABLES WHERE variable_name IN ('binlog_format', 'binlog_row_image')"))
     assert settings == {"binlog_format": "ROW", "binlog_row_image": "FULL"}
+    # its own temporary directory, never the shared /tmp whose #sql* files a starting server deletes
+    assert Path(str(maria.query("SELECT @@tmpdir")[0][0])).resolve() == maria.tmp.resolve()
 
     maria.create_database("chaos_my")
     maria.create_database("chaos_my")

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkindex.preflight.target import _version
 from tests.e2e.shop import make_shop
 from tests.preflight.helpers import checks_of, closed_port, statuses
 from tests.support.http_proxy import HttpProxy
-from tests.support.osmem import OsmemCluster, elasticsearch_url
+from tests.support.osmem import OsmemCluster
+from tests.support.personalities import ALL, Personality
+from tests.targets.backends import personality_options
 
 
 def _shop(directory: Path, target: str) -> Path:
@@ -40,33 +41,67 @@ def test_unreachable_target_then_a_server(tmp_path: Path, osmem_cluster: OsmemCl
     assert statuses(checks, "target.") == {
         "target.reachable": "OK",
         "target.version": "OK",
+        "target.alias.products": "OK",
         "target.privileges": "OK",
     }, checks
     assert "OpenSearch 3." in checks["target.version"].detail
     assert osmem_cluster.request("GET", "/_aliases") == {}, "the throwaway index is gone"
 
 
-def test_elasticsearch_url_through_the_shim(tmp_path: Path, es_shim: HttpProxy) -> None:
-    checks = checks_of(_shop(tmp_path, elasticsearch_url(es_shim)))
+@pytest.mark.parametrize("persona", ALL, ids=lambda p: p.key)
+def test_check_names_the_engine_and_version_of_each_personality(
+    persona: Personality, tmp_path: Path, osmem_cluster: OsmemCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = HttpProxy(osmem_cluster.url, personality=persona)
+    try:
+        config = _shop(tmp_path, f"{persona.scheme}://{proxy.host_port}")
+        options = personality_options(persona, monkeypatch)
+        if options:
+            text = config.read_text(encoding="utf-8")
+            shown = ", ".join(f"{k}: {v}" for k, v in options.items())
+            config.write_text(
+                text.replace(
+                    f"url: {persona.scheme}://{proxy.host_port}",
+                    f"url: {persona.scheme}://{proxy.host_port}\n  options: {{{shown}}}",
+                ),
+                encoding="utf-8",
+            )
+        checks = checks_of(config)
+    finally:
+        proxy.close()
     assert statuses(checks, "target.") == {
         "target.reachable": "OK",
         "target.version": "OK",
+        "target.alias.products": "OK",
         "target.privileges": "OK",
     }, checks
+    name = "Elasticsearch" if persona.is_elasticsearch else "OpenSearch"
+    assert f"{name} {persona.number}" in checks["target.version"].detail
 
 
 @pytest.mark.parametrize(
-    ("distribution", "number", "status"),
+    ("persona", "needed"),
     [
-        ("opensearch", "2.11.1", "FAIL"),
-        ("opensearch", "2.12.0", "OK"),
-        (None, "7.9.3", "FAIL"),
-        (None, "7.10.2", "OK"),
-        (None, "8.15.0", "OK"),
-        (None, "", "WARN"),
+        (Personality("os-0.9", "opensearch", "0.9.0"), "OpenSearch 1.0 or later"),
+        (Personality("es-7.9", "elasticsearch", "7.9.3"), "Elasticsearch 7.10 or later"),
     ],
+    ids=lambda v: v.key if isinstance(v, Personality) else "",
 )
-def test_version_minimums(distribution: str | None, number: str, status: str) -> None:
-    """What the servers answer at ``GET /`` (Elasticsearch sends no distribution)."""
-    version = {"number": number, **({"distribution": distribution} if distribution else {})}
-    assert _version({"version": version}, "http://server:9200").status == status
+def test_check_refuses_a_version_too_old(
+    persona: Personality, needed: str, tmp_path: Path, osmem_cluster: OsmemCluster
+) -> None:
+    proxy = HttpProxy(osmem_cluster.url, personality=persona)
+    try:
+        checks = checks_of(_shop(tmp_path, f"{persona.scheme}://{proxy.host_port}"))
+    finally:
+        proxy.close()
+    version = checks["target.version"]
+    assert version.status == "FAIL" and not version.transient, version
+    assert persona.number in version.detail and needed in version.detail, version
+
+
+def test_check_fails_an_alias_whose_name_is_an_index(tmp_path: Path, osmem_cluster: OsmemCluster) -> None:
+    osmem_cluster.request("PUT", "/products", {})
+    checks = checks_of(_shop(tmp_path, osmem_cluster.opensearch_url))
+    taken = checks["target.alias.products"]
+    assert taken.status == "FAIL" and "reindex --adopt" in taken.detail and taken.fix is not None, taken

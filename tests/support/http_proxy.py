@@ -1,9 +1,8 @@
 """An HTTP proxy in front of osmem-server (a TEST DOUBLE of OpenSearch) for what osmem cannot do.
 
-* Elasticsearch shim (``elasticsearch=True``): the ``elasticsearch`` 9 client sends versioned
-  media types (``application/vnd.elasticsearch+json; compatible-with=9``), which osmem refuses
-  with 406, and refuses servers whose answers lack ``X-Elastic-Product: Elasticsearch``. The
-  shim rewrites the media types to plain JSON/NDJSON and makes sure the header is there.
+* A personality (``personality=``, :mod:`tests.support.personalities`): the wire rules of one
+  engine version (its root, product header, accepted media types, refused fields, SigV4).
+  ``elasticsearch=True`` is Elasticsearch 9's. Without one, osmem answers as itself.
 * Faults: whole-request error statuses (429, 503, 401, 413...), per-item rejections inside a
   ``_bulk`` (the rejected items are taken out of the request before it is forwarded, so the
   server never applies them, exactly as a real rejection), connections closed without an answer,
@@ -18,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import http.client
-import re
 import socket
 import ssl
 import sys
@@ -30,7 +28,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-_COMPAT = re.compile(r"application/vnd\.elasticsearch\+([a-z\-]+)(\s*;\s*compatible-with=\d+)?")
+from tests.support.personalities import ES_9, VERSIONED, Personality, plain
+
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "accept-encoding"}
 HOLD_LIMIT_S = 30.0  # a held request is answered (502) after this at the latest
 
@@ -59,6 +58,10 @@ class _State:
     reject: dict[str, list[int]] = field(default_factory=dict)  # id -> statuses still to return
     bulks: list[BulkRecord] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    #: every Content-Type and Accept value received
+    media_types: list[str] = field(default_factory=list)
+    #: the bodies of POST /_aliases, as received
+    alias_bodies: list[bytes] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     release: threading.Event = field(default_factory=threading.Event)
 
@@ -76,11 +79,16 @@ class _Server(ThreadingHTTPServer):
 
 class HttpProxy:
     def __init__(
-        self, upstream: str, *, elasticsearch: bool = False, ssl_context: ssl.SSLContext | None = None
+        self,
+        upstream: str,
+        *,
+        elasticsearch: bool = False,
+        personality: Personality | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
-        self.elasticsearch = elasticsearch
+        self.personality = personality or (ES_9 if elasticsearch else None)
         self.strip_product_header = False
         self.state = _State()
         handler = _handler_class(self)
@@ -140,6 +148,16 @@ class HttpProxy:
         with self.state.lock:
             return list(self.state.requests)
 
+    @property
+    def media_types(self) -> list[str]:
+        with self.state.lock:
+            return list(self.state.media_types)
+
+    @property
+    def alias_bodies(self) -> list[bytes]:
+        with self.state.lock:
+            return list(self.state.alias_bodies)
+
     def close(self) -> None:
         self.state.release.set()
         self.server.shutdown()
@@ -164,11 +182,29 @@ def _handler_class(proxy: HttpProxy) -> type[BaseHTTPRequestHandler]:
         def _any(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length) if length else b""
+            sent = {k.lower(): v for k, v in self.headers.items()}
+            signed_body = body
             zipped = (self.headers.get("content-encoding") or "").lower() == "gzip"
             if zipped:
                 body = gzip.decompress(body)
             with proxy.state.lock:
                 proxy.state.requests.append((self.command, self.path))
+                proxy.state.media_types += [sent.get("content-type", ""), sent.get("accept", "")]
+                if self.command == "POST" and self.path.split("?")[0] == "/_aliases":
+                    proxy.state.alias_bodies.append(body)
+            persona = proxy.personality
+            if persona is not None:
+                refused = (
+                    persona.refuse_signature(self.command, self.path, sent, signed_body)
+                    or persona.refuse_media_types(sent)
+                    or persona.refuse_body(self.command, self.path, body)
+                )
+                if refused is not None:
+                    self._answer(refused[0], orjson.dumps(refused[1]), {})
+                    return
+                if self.command in ("GET", "HEAD") and self.path.split("?")[0] in ("", "/"):
+                    self._answer(200, orjson.dumps(persona.root()), {})
+                    return
             rule = proxy._take_rule(self.path)
             if rule is not None and rule.kind == "drop":
                 self.close_connection = True
@@ -183,10 +219,10 @@ def _handler_class(proxy: HttpProxy) -> type[BaseHTTPRequestHandler]:
                 self._answer(rule.status, orjson.dumps(rule.body), {})
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
-            if proxy.elasticsearch:
+            if persona is not None:  # accepted by the personality's rules: osmem reads plain JSON
                 for key in list(headers):
                     if key.lower() in ("content-type", "accept"):
-                        headers[key] = _COMPAT.sub(lambda m: f"application/{m[1]}", headers[key])
+                        headers[key] = plain(headers[key])
             rejected: list[tuple[int, str, str, int]] = []
             if self.path.split("?")[0].endswith("/_bulk"):
                 body, rejected, actions = _take_rejected(body, proxy)
@@ -216,14 +252,22 @@ def _handler_class(proxy: HttpProxy) -> type[BaseHTTPRequestHandler]:
 
         def _write(self, status: int, data: bytes, headers: dict[str, str]) -> None:
             self.send_response(status)
-            sent = {k.lower() for k in headers}
+            persona = proxy.personality
+            product = persona.sends_product_header if persona is not None else None
+            if proxy.strip_product_header:
+                product = False
+            asked = VERSIONED.search(self.headers.get("accept") or "")
             for key, value in headers.items():
-                if proxy.strip_product_header and key.lower() == "x-elastic-product":
-                    continue
+                if key.lower() == "x-elastic-product" and product is not None:
+                    continue  # the personality decides
+                if key.lower() == "content-type" and asked is not None and persona is not None:
+                    continue  # answered in the versioned type asked for, below
                 self.send_header(key, value)
-            if "content-type" not in sent:
+            if asked is not None and persona is not None and persona.is_elasticsearch:
+                self.send_header("Content-Type", f"application/vnd.elasticsearch+json;compatible-with={asked[2]}")
+            elif "content-type" not in {k.lower() for k in headers}:
                 self.send_header("Content-Type", "application/json")
-            if proxy.elasticsearch and "x-elastic-product" not in sent and not proxy.strip_product_header:
+            if product:
                 self.send_header("X-Elastic-Product", "Elasticsearch")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

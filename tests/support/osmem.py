@@ -14,7 +14,7 @@ Use from any test package by importing the fixtures into its conftest::
 * ``osmem_cluster`` (function): a fresh, empty clone of it on its own port (isolated per test);
   ``.url`` (http://), ``.opensearch_url`` (opensearch://host:port).
 * ``fault_proxy`` / ``es_shim`` (function): an :class:`HttpProxy` in front of ``osmem_cluster``;
-  the shim lets the ``elasticsearch`` 9 client talk to osmem (``.elasticsearch_url``).
+  ``es_shim`` plays Elasticsearch 9 (``tests.support.personalities``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import orjson
 import pytest
 
 from tests.support.http_proxy import HttpProxy
+from tests.support.personalities import BY_KEY
 
 STARTUP_TIMEOUT_S = 30.0
 
@@ -150,7 +151,7 @@ def fault_proxy(osmem_cluster: OsmemCluster) -> Iterator[HttpProxy]:
 
 @pytest.fixture
 def es_shim(osmem_cluster: OsmemCluster) -> Iterator[HttpProxy]:
-    """The Elasticsearch shim (with fault injection) in front of a fresh cluster."""
+    """Elasticsearch 9's personality (with fault injection) in front of a fresh cluster."""
     proxy = HttpProxy(osmem_cluster.url, elasticsearch=True)
     yield proxy
     proxy.close()
@@ -165,11 +166,16 @@ def opensearch_url(proxy: HttpProxy) -> str:
 
 
 def engine_url(engine: str, request: pytest.FixtureRequest, cluster: OsmemCluster) -> str:
-    """The target URL of *engine* ("opensearch" or "elasticsearch") on the test's osmem cluster
-    (Elasticsearch through the shim its client needs)."""
+    """The target URL of *engine* on the test's osmem cluster: "opensearch" (osmem as itself),
+    "elasticsearch" (Elasticsearch 9's personality) or a personality's key ("es-8.19")."""
     if engine == "opensearch":
         return cluster.opensearch_url
-    return elasticsearch_url(request.getfixturevalue("es_shim"))
+    if engine == "elasticsearch":
+        return elasticsearch_url(request.getfixturevalue("es_shim"))
+    persona = BY_KEY[engine]
+    proxy = HttpProxy(cluster.url, personality=persona)
+    request.addfinalizer(proxy.close)
+    return f"{persona.scheme}://{proxy.host_port}"
 
 
 __all__ = [

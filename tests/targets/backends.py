@@ -2,8 +2,9 @@
 
 Modelled on dlt's ``destinations_configs`` and singer-sdk's test factory: one description per
 backend, and the suite asks it for capabilities instead of branching on names. The search
-engines run against osmem-server, a TEST DOUBLE, through an :class:`HttpProxy` (the fault proxy
-for OpenSearch; the Elasticsearch shim, which also injects faults, for Elasticsearch).
+engines are osmem-server, a TEST DOUBLE, behind an :class:`HttpProxy` that plays one engine
+version's personality (Elasticsearch 7.17, 8, 9; OpenSearch 1.3, 2, 3; Amazon OpenSearch Service
+with SigV4; see :mod:`tests.support.personalities`) and injects faults.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.target import Target
 from tests.support.http_proxy import HttpProxy
-from tests.support.osmem import OsmemCluster, elasticsearch_url, opensearch_url
+from tests.support.osmem import OsmemCluster
+from tests.support.personalities import ALL, BY_KEY, Personality
 
 
 @dataclass
@@ -49,18 +51,36 @@ def _engine_settings(cluster: OsmemCluster) -> Callable[[str], dict[str, Any]]:
     return settings_of
 
 
-BACKENDS = ["tantivy", "opensearch", "elasticsearch"]
+BACKENDS = ["tantivy", *(p.key for p in ALL)]
+
+
+def personality_options(persona: Personality, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The target options a personality needs (SigV4: the region, and the test key in the
+    environment, where botocore's standard chain finds it)."""
+    if persona.sigv4 is None:
+        return {}
+    key = persona.sigv4
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key.secret_key)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return {"aws_region": key.region, "aws_service": key.service}
 
 
 def make_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if name == "tantivy":
         yield Backend("tantivy", "tantivy://index", tmp_path, {"service_idle_s": 5}, False, False)
         return
+    persona = BY_KEY[name]
     cluster: OsmemCluster = request.getfixturevalue("osmem_cluster")
-    proxy = HttpProxy(cluster.url, elasticsearch=name == "elasticsearch")
-    url = elasticsearch_url(proxy) if name == "elasticsearch" else opensearch_url(proxy)
+    proxy = HttpProxy(cluster.url, personality=persona)
+    url = f"{persona.scheme}://{proxy.host_port}"
     # no client-level retries: the suite sees every fault it injects
-    options = {"max_retries": 0, "request_timeout_s": 10}
+    options = {
+        "max_retries": 0,
+        "request_timeout_s": 10,
+        **personality_options(persona, request.getfixturevalue("monkeypatch")),
+    }
     try:
         yield Backend(name, url, tmp_path, options, True, True, proxy, _engine_settings(cluster))
     finally:

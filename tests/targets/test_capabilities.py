@@ -38,6 +38,7 @@ def test_each_capability_declares_only_its_own_methods() -> None:
         "sync",
         "open_stage",
         "adopt_stages",
+        "unmanaged_index",
         "swap",
         "observe_fence",
         "prune_versions",

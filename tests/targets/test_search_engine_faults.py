@@ -167,12 +167,12 @@ def test_an_alias_name_taken_by_an_index_is_refused_before_the_build(engine: Eng
         engine.open().create_version("products", MAPPING)
 
 
-def test_elasticsearch_client_refuses_a_server_that_is_not_elasticsearch(osmem_cluster: OsmemCluster) -> None:
-    proxy = HttpProxy(osmem_cluster.url, elasticsearch=True)
-    proxy.strip_product_header = True
+def test_elasticsearch_target_refuses_a_server_that_is_not_elasticsearch(osmem_cluster: OsmemCluster) -> None:
+    """osmem answers as OpenSearch: an elasticsearch:// URL naming it is a scheme mix-up."""
+    proxy = HttpProxy(osmem_cluster.url)
     try:
         target = open_target(f"elasticsearch://{proxy.host_port}", Path("."), {})
-        with pytest.raises(PermanentError, match="is not Elasticsearch"):
+        with pytest.raises(ConfigError, match=r"is OpenSearch \S+, not Elasticsearch: use the opensearch://"):
             target.create_version("x", MAPPING)
     finally:
         proxy.close()

@@ -48,17 +48,17 @@ def _store(pipeline: Pipeline) -> Any:
     return CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
 
 
-def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json: bool) -> int:
+def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json: bool, adopt: bool = False) -> int:
     from sparkindex.allocator import tune_allocator
     from sparkindex.jobs.reindex import ReindexJob
     from sparkindex.preflight import guard
     from sparkindex.worker.collector import tune_collector
 
-    guard(pipeline, "reindex", index)  # `sparkindex check`'s lines for what this run needs; exit 2 on a FAIL
+    guard(pipeline, "reindex", index, adopt=adopt)  # `sparkindex check`'s lines for this run; exit 2 on a FAIL
     tune_collector()  # the driver builds documents too (its head start) while Spark starts
     tune_allocator()  # and writes Tantivy stages (sparkindex/allocator.py)
     with RichProgress(enabled=True) as progress:
-        summary = ReindexJob(pipeline, index, new=new, progress=progress).run()
+        summary = ReindexJob(pipeline, index, new=new, adopt=adopt, progress=progress).run()
     s = summary
     colour = {0: "green", 1: "yellow"}.get(s.exit_code, "red")
     err.print(
@@ -75,10 +75,18 @@ def reindex(
     config: ConfigOpt,
     index: IndexOpt = None,
     new: Annotated[bool, typer.Option("--new", help="abandon an unfinished job and start afresh")] = False,
+    adopt: Annotated[
+        bool,
+        typer.Option(
+            "--adopt",
+            help="an index that bears an alias's name (one sparkindex did not make) is deleted at the swap, "
+            "in the same request that points the alias at the new version",
+        ),
+    ] = False,
     json: JsonOpt = False,
 ) -> None:
     """Rebuild indexes into new versions on Spark, then swap the aliases (resumes unfinished jobs)."""
-    raise typer.Exit(run_reindex(load_pipeline(config), index, new, json))
+    raise typer.Exit(run_reindex(load_pipeline(config), index, new, json, adopt))
 
 
 @app.command()

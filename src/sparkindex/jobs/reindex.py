@@ -39,7 +39,7 @@ from sparkindex.jobs.keeper import LockKeeper
 from sparkindex.jobs.progress import ProgressListener, SilentProgress, StatsPoller
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
-from sparkindex.targets.writer import TargetWriter
+from sparkindex.targets.writer import TargetWriter, unmanaged_index_message
 
 log = logging.getLogger(__name__)
 P = PartitionStatus
@@ -82,12 +82,15 @@ class ReindexJob:
         aliases: Sequence[str] | None = None,
         *,
         new: bool = False,
+        adopt: bool = False,
         progress: ProgressListener | None = None,
         spark_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.aliases = sorted(selected_aliases(pipeline, aliases))
         self.new = new
+        #: an index that bears an alias's name is replaced by the alias at the swap (else refused)
+        self.adopt = adopt
         self.progress = progress or SilentProgress()
         self._spark_factory = spark_factory
         self._spark_future: Future[Any] | None = None  # the session, once started
@@ -113,6 +116,10 @@ class ReindexJob:
         source = open_source(p.source_url(), p.job.source_timeout_s)
         target = open_target(p.target.url, p.base_dir, p.target.options)
         plans = resolve_plans(p, source, self.aliases, target)  # config and schema errors first, before any JVM
+        # an engine sparkindex cannot serve is refused here too (its first request identifies it)
+        unmanaged = {alias for alias in self.aliases if target.unmanaged_index(alias)}
+        if unmanaged and not self.adopt:
+            raise ConfigError(unmanaged_index_message(min(unmanaged), getattr(target, "ENGINE", "target")))
         if self._spark_factory is None:
             self._start_spark()
         fingerprint = plan_fingerprint(plans, p)
@@ -132,6 +139,8 @@ class ReindexJob:
                 target.observe_fence(alias, token)
             # What each alias points at now, under our lock: the swap is a compare-and-swap on it.
             previous = {alias: target.alias_target(alias) for alias in self.aliases}
+            # an adopted index is what the swap replaces (the alias's own name, see Target.swap)
+            previous.update({alias: alias for alias in self.aliases if target.unmanaged_index(alias)})
             job = self._resume_or_plan(store, source, target, plans, fingerprint, fence)
             for alias, token in tokens.items():
                 store.locks.transfer(alias, token, None, job.id)
@@ -235,7 +244,10 @@ class ReindexJob:
             return store.job(old.id)
         self.progress.phase("planning partitions")
         job = store.create_job(self.aliases, {"aliases": self.aliases}, getpass.getuser(), fingerprint=fingerprint)
-        targets = {a: target.create_version(a, m, plan.config.settings.to_target()) for a, (plan, m) in plans.items()}
+        targets = {
+            a: target.create_version(a, m, plan.config.settings.to_target(), adopt=self.adopt)
+            for a, (plan, m) in plans.items()
+        }
         store.update_job(job.id, targets=targets)
         if self.catch_up is not None:  # guarantee 6: the log position before any partition reads
             self.catch_up.record_start(job.id, targets)

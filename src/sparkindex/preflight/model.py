@@ -83,6 +83,8 @@ class Options:
     min_binlog_retention_s: float = 7 * 86400.0
     #: seconds to wait for a server to answer a probe (a connect, a TCP handshake)
     connect_timeout_s: float = 5.0
+    #: the run adopts an index that bears an alias's name (``reindex --adopt``)
+    adopt: bool = False
 
 
 first_line = error_line  # one helper for every error line shown to a person

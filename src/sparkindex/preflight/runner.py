@@ -109,15 +109,22 @@ def _close(found: SourceFindings) -> None:
 #: consumer group), or a managed server grants it another way (RDS's rds_replication role has
 #: no rolreplication flag), or a version below the tested one may still do what this run needs;
 #: a run that truly cannot proceed fails at that step with its own error
-ADVISORY_IN_A_RUN = frozenset({"postgres.replication_slots", "postgres.replication_privilege", "target.version"})
+ADVISORY_IN_A_RUN = frozenset({"postgres.replication_slots", "postgres.replication_privilege"})
 
 
-def guard(pipeline: Pipeline, scope: Scope, aliases: Sequence[str] | None = None, stream: TextIO | None = None) -> None:
+def guard(
+    pipeline: Pipeline,
+    scope: Scope,
+    aliases: Sequence[str] | None = None,
+    stream: TextIO | None = None,
+    *,
+    adopt: bool = False,
+) -> None:
     """What ``reindex`` and ``sync`` call first: the checks their run needs, without the probes
     that write (the run makes those writes itself a moment later). Warnings are printed and the
     run goes on; failures a person must fix are printed as ``check`` prints them, and the run
     stops with exit 2 (:class:`ConfigError`) before it touches anything."""
-    checks = run_checks(pipeline, Options(scope=scope, aliases=aliases, probe_writes=False))
+    checks = run_checks(pipeline, Options(scope=scope, aliases=aliases, probe_writes=False, adopt=adopt))
     out = stream or sys.stderr
     stopping = [c for c in checks if c.blocking and c.name not in ADVISORY_IN_A_RUN]
     for check in checks:

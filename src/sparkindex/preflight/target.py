@@ -1,6 +1,6 @@
-"""The target: a search engine that answers, at a version sparkindex supports, and lets these
-credentials create indexes and move aliases; or, for the embedded Tantivy index, a writable
-directory with room on its file system.
+"""The target: a search engine that answers, at a version sparkindex supports, whose aliases'
+names are free (or adopted), and that lets these credentials create indexes and move aliases;
+or, for the embedded Tantivy index, a writable directory with room on its file system.
 
 The privilege probe does what a reindex does first, on a throwaway index named like a version
 of the first alias (``<alias>_v0check<hex>``, never a version number, so no prune or version
@@ -12,7 +12,6 @@ and are absent without their plugins; the probe works the same on every server.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import uuid
 from collections.abc import Sequence
@@ -22,12 +21,10 @@ from sparkindex.config.model import Pipeline
 from sparkindex.errors import ConfigError, PermanentError, SparkIndexError, TransientError
 from sparkindex.preflight.model import Check, Options, existing_ancestor, fail, ok, warn
 from sparkindex.targets.registry import open_target
-from sparkindex.targets.search_engine.errors import HttpFailure, request_error
+from sparkindex.targets.search_engine.engine import EngineInfo, newer_than_tested
 from sparkindex.targets.search_engine.target import SearchEngineTarget
+from sparkindex.targets.writer import unmanaged_index_message
 
-#: the oldest servers sparkindex supports: OpenSearch 2.12 and Elasticsearch 7.10
-MINIMUM = {"opensearch": (2, 12), "elasticsearch": (7, 10)}
-ENGINE = {"opensearch": "OpenSearch", "elasticsearch": "Elasticsearch"}
 REACH_FIX = "start the server, or correct the host, port and scheme in target.url"
 PROBE_TIMEOUT_S = 30.0
 
@@ -44,13 +41,19 @@ def check_target(pipeline: Pipeline, aliases: Sequence[str], options: Options) -
         return []
     try:
         where = target.config.describe()
+        # the server's root is read once: one that does not answer in time is reported, not
+        # retried host after host (the run that follows retries as it always does)
+        target.IDENTIFY_TIMEOUT_S = options.connect_timeout_s * 2
         try:
-            info = _root(target, options.connect_timeout_s * 2)
+            engine = target.engine
+        except ConfigError as exc:
+            return [ok("target.reachable", f"{where} answers"), fail("target.version", str(exc), _VERSION_FIX)]
         except TransientError as exc:
             return [fail("target.reachable", str(exc), REACH_FIX, transient=True)]
         except PermanentError as exc:
             return [fail("target.reachable", str(exc), "check the credentials and TLS options of the target")]
-        checks = [ok("target.reachable", f"{where} answers"), _version(info, where)]
+        checks = [ok("target.reachable", f"{where} answers"), _version(engine)]
+        checks += [_unmanaged(target, alias, options.adopt) for alias in aliases]
         if options.probe_writes and aliases:
             checks.append(_privileges(target, aliases[0]))
         return checks
@@ -58,29 +61,36 @@ def check_target(pipeline: Pipeline, aliases: Sequence[str], options: Options) -
         target.close()
 
 
-def _root(target: SearchEngineTarget[Any], timeout_s: float) -> Any:
-    """``GET /``, asked once: a server that does not answer in time is reported, not retried
-    host after host (the run that follows retries as it always does)."""
-    api = target.api
-    try:
-        return api.raw("GET", "/", timeout_s=timeout_s, single_try=True)
-    except HttpFailure as failure:
-        raise request_error(failure, "reading the server's version", api.where) from None
+_VERSION_FIX = (
+    "point target.url at Elasticsearch 7.10 or later or OpenSearch 1.0 or later, with the scheme of that engine "
+    "(docs/targets.md lists what was tested)"
+)
 
 
-def _version(info: Any, where: str) -> Check:
+def _version(engine: EngineInfo) -> Check:
     name = "target.version"
-    version = info.get("version", {}) if isinstance(info, dict) else {}
-    number = str(version.get("number", ""))
-    kind = "opensearch" if version.get("distribution") == "opensearch" else "elasticsearch"
-    parts = tuple(int(p) for p in re.findall(r"\d+", number)[:2])
-    minimum = MINIMUM[kind]
-    engine, least = ENGINE[kind], ".".join(map(str, minimum))
-    if len(parts) < 2:
-        return warn(name, f"{where} reports no version number ({number or 'none'})", f"use {engine} >= {least}")
-    if parts < minimum:
-        return fail(name, f"{where} is {engine} {number}; sparkindex needs {least} or later", f"upgrade to {least}+")
-    return ok(name, f"{engine} {number} (>= {least})")
+    detail = f"{engine}; {engine.describe_wire()}"
+    if newer_than_tested(engine):
+        return warn(name, f"{detail}; newer than the versions tested", "docs/targets.md lists the tested versions")
+    return ok(name, detail)
+
+
+def _unmanaged(target: SearchEngineTarget[Any], alias: str, adopt: bool) -> Check:
+    name = f"target.alias.{alias}"
+    try:
+        taken = target.unmanaged_index(alias)
+    except SparkIndexError as exc:
+        return fail(name, str(exc), REACH_FIX, transient=isinstance(exc, TransientError))
+    if not taken:
+        return ok(name, f"the name {alias!r} is free for the alias, or the alias already exists")
+    if adopt:
+        return warn(
+            name,
+            f"{alias!r} is an index sparkindex did not make: --adopt builds {alias}_v1, then deletes {alias!r} "
+            f"and points the alias at {alias}_v1 in one request",
+            "back it up first if it holds anything the source cannot rebuild",
+        )
+    return fail(name, unmanaged_index_message(alias, target.ENGINE), f"sparkindex reindex --adopt -i {alias}")
 
 
 def _privileges(target: SearchEngineTarget[Any], alias: str) -> Check:

@@ -39,6 +39,16 @@ class Stage(ABC):
         """Throw the attempt's writes away (it stopped, failed or lost its claim)."""
 
 
+def unmanaged_index_message(alias: str, engine: str) -> str:
+    """Why a reindex refuses an alias whose name is an index it did not make, and the way out."""
+    return (
+        f"alias {alias!r}: an index of that very name exists on the {engine} and is not a sparkindex version, "
+        f"so no alias can take its name. `sparkindex reindex --adopt` builds {alias}_v1, then in one _aliases "
+        f"request deletes the index {alias!r} and points the alias {alias!r} at {alias}_v1 (nothing is deleted "
+        "without --adopt); or reindex under another alias"
+    )
+
+
 class TargetWriter(TargetHandle):
     """A backend as the jobs that build and change its indexes see it."""
 
@@ -53,12 +63,16 @@ class TargetWriter(TargetHandle):
 
     # -- versions: required ---------------------------------------------------------------------------
     @abstractmethod
-    def create_version(self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None) -> str:
+    def create_version(
+        self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None, *, adopt: bool = False
+    ) -> str:
         """Create the next physical index for *alias* with bulk-load settings; return its name.
 
         *settings* are the index's own (``indexes[].settings`` in the pipeline: analysis, shards,
         replicas), restored by :meth:`finish_version`; a backend without such settings ignores
-        them.
+        them. An index that is not a version but bears the alias's name (see
+        :meth:`unmanaged_index`) is refused with :class:`ConfigError` unless *adopt*: then the
+        swap replaces it.
         """
 
     @abstractmethod
@@ -91,9 +105,16 @@ class TargetWriter(TargetHandle):
 
         A compare-and-swap: a job that read the alias before another job moved it is refused with
         :class:`LockLost`, as is a *fence* older than one :meth:`observe_fence` has recorded.
+        *expected_previous* equal to *alias* itself means the index of that name (an adopted,
+        unmanaged index): it is deleted and the alias added in one request.
         """
 
     # -- optional hooks -------------------------------------------------------------------------------
+    def unmanaged_index(self, alias: str) -> bool:
+        """Whether an index that sparkindex did not make bears *alias*'s very name (an index a
+        reindex can only adopt). False where none can exist."""
+        return False
+
     def bulk_unsynced(self, index: str, items: Sequence[BulkItem]) -> tuple[list[BulkItemResult], WriteMark | None]:
         """Apply *items* without waiting for them to be durable; :meth:`sync` makes them so.
 

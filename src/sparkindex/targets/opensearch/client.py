@@ -1,4 +1,10 @@
-"""OpenSearch through opensearch-py: its client built from the config, reduced to one call."""
+"""OpenSearch through opensearch-py: its client built from the config, reduced to one call.
+
+Every OpenSearch major (1, 2, 3) takes plain JSON, so nothing changes with the version but the
+features :mod:`..search_engine.engine` decides. With ``aws_region`` the client signs each request
+with SigV4 (opensearch-py's ``Urllib3AWSV4SignerAuth`` over botocore's credential chain; botocore
+is the ``aws`` extra).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from sparkindex.errors import ConfigError
 from sparkindex.targets.opensearch.config import OpenSearchTargetConfig
 from sparkindex.targets.opensearch.errors import translate
 from sparkindex.targets.search_engine.api import Request, Transport
+from sparkindex.targets.search_engine.engine import PLAIN, EngineInfo
 from sparkindex.targets.search_engine.quiet_logs import quiet_client_failures
 from sparkindex.targets.search_engine.target import SearchEngineTarget
 
@@ -38,8 +45,10 @@ class OpenSearchTransport(Transport):
             log.warning(
                 "target %s: TLS certificates are not verified (target.options.verify_certs: false)", c.describe()
             )
-        auth = None
-        if c.username is not None or c.password is not None:
+        auth: Any = None
+        if c.aws_region is not None:
+            auth = _aws_signer(c)
+        elif c.username is not None or c.password is not None:
             auth = (c.username or "", c.password.get_secret_value() if c.password else "")
         quiet_client_failures()
         self.client = self._client(c, auth, c.max_retries)
@@ -51,7 +60,7 @@ class OpenSearchTransport(Transport):
         self.where = c.describe()
 
     @staticmethod
-    def _client(c: OpenSearchTargetConfig, auth: tuple[str, str] | None, max_retries: int) -> opensearchpy.OpenSearch:
+    def _client(c: OpenSearchTargetConfig, auth: Any, max_retries: int) -> opensearchpy.OpenSearch:
         try:
             return opensearchpy.OpenSearch(
                 hosts=c.host_urls(),
@@ -83,10 +92,17 @@ class OpenSearchTransport(Transport):
                 client = self._single_try
         try:
             return client.transport.perform_request(
-                r.method, r.path, params=r.params, body=r.body, headers=r.headers, timeout=r.timeout_s
+                r.method, r.path, params=r.params, body=r.body, headers=PLAIN.headers(r.ndjson), timeout=r.timeout_s
             )
         except opensearchpy.OpenSearchException as exc:
             raise translate(exc, str(r), self.where) from None
+
+    def root(self, timeout_s: float) -> tuple[Any, dict[str, str]]:
+        # opensearch-py hands back bodies only; OpenSearch is told apart by its body alone
+        return self.perform(Request("GET", "/", timeout_s=timeout_s)), {}
+
+    def speak(self, engine: EngineInfo) -> None:
+        """Every OpenSearch takes plain JSON."""
 
     def close(self) -> None:
         self.client.close()
@@ -94,8 +110,31 @@ class OpenSearchTransport(Transport):
             self._single_try.close()
 
 
+def _aws_signer(c: OpenSearchTargetConfig) -> Any:
+    """opensearch-py's SigV4 signer over the standard AWS credential chain."""
+    try:
+        import botocore.exceptions
+        import botocore.session
+    except ImportError:
+        raise ConfigError(
+            "target.options.aws_region: SigV4 signing needs botocore: pip install 'sparkindex[aws]'"
+        ) from None
+    session = botocore.session.Session(profile=c.aws_profile)
+    try:
+        credentials = session.get_credentials()
+    except botocore.exceptions.BotoCoreError as exc:  # a profile that does not exist, for one
+        raise ConfigError(f"target.options.aws_profile: {exc}") from None
+    if credentials is None:
+        raise ConfigError(
+            "target.options.aws_region: no AWS credentials found (environment, ~/.aws files, container or "
+            "instance role); set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
+        )
+    return opensearchpy.Urllib3AWSV4SignerAuth(credentials, c.aws_region, c.aws_service)
+
+
 class OpenSearchTarget(SearchEngineTarget[OpenSearchTargetConfig]):
     ENGINE = "OpenSearch"
+    DISTRIBUTION = "opensearch"
 
     def _connect(self) -> Transport:
         return OpenSearchTransport(self.config)

@@ -4,7 +4,16 @@ The swap is one ``POST _aliases``: ``remove`` of every index the alias held when
 looked (each with ``must_exist``, so if the alias moved meanwhile the whole request fails and
 nothing changes) plus ``add`` of the new index as the write index. The engines apply the
 actions atomically, so readers see the old index or the new one, never both or neither.
-``must_exist`` needs Elasticsearch 7.10+ or OpenSearch 2.12+.
+
+``must_exist`` needs Elasticsearch 7.10+ or OpenSearch 2.12+; older OpenSearch refuses the
+field and silently skips a ``remove`` of an alias that is not there. There the request relies on
+the engines' rule that an alias has one write index: if another job moved the alias to its own
+version (always added as the write index), adding ours as the write index fails the whole
+request. An alias moved by hand without a write index is caught by reading the alias back and
+undoing our ``add``, which leaves a window of one request in which readers see both indexes.
+
+Adopting an index that bears the alias's name (``reindex --adopt``): ``remove_index`` of it and
+``add`` of the alias in the same request, which the engines apply atomically (the removal first).
 
 Fences: the newest fencing token per alias is one document in a small hidden index, written with
 ``version_type=external_gte`` and the token as its version. The engine keeps the maximum for us:
@@ -86,27 +95,40 @@ def _create_fence_index(api: EngineApi, fence_index: str) -> None:
             raise request_error(failure, f"creating the fence index {fence_index!r}", api.where) from None
 
 
+def _moved(failure: HttpFailure) -> bool:
+    """Whether a failed swap means the alias (or the adopted index) changed under us."""
+    if failure.status == 404 and failure.error_type in ("aliases_not_found_exception", "index_not_found_exception"):
+        return True
+    return failure.error_type == "illegal_state_exception" and "more than one write index" in failure.reason
+
+
 def swap(api: EngineApi, fence_index: str, alias: str, new_index: str, expected: str | None, fence: int | None) -> None:
     if fence is not None and not observe_fence(api, fence_index, alias, fence):
         raise LockLost(f"alias {alias!r}: fencing token {fence} is older than one recorded since; not swapping")
     before = alias_indexes(api, alias)
-    if (expected is None and before) or (expected is not None and expected not in before):
+    adopting = expected == alias
+    if adopting:
+        if before:
+            raise LockLost(f"alias {alias!r} exists already (on {', '.join(sorted(before))}); nothing to adopt")
+        actions: list[dict[str, dict[str, object]]] = [{"remove_index": {"index": alias}}]
+    elif (expected is None and before) or (expected is not None and expected not in before):
         now = ", ".join(sorted(before)) or "nothing"
         raise LockLost(f"alias {alias!r} points at {now}, not at {expected or 'nothing'} as expected; not swapping")
-    actions: list[dict[str, dict[str, object]]] = [
-        {"remove": {"index": index, "alias": alias, "must_exist": True}}
-        for index in sorted(before)
-        if index != new_index
-    ]
+    else:
+        strict = {"must_exist": True} if api.engine.alias_must_exist else {}
+        actions = [
+            {"remove": {"index": index, "alias": alias, **strict}} for index in sorted(before) if index != new_index
+        ]
     actions.append({"add": {"index": new_index, "alias": alias, "is_write_index": True}})
     try:
         api.raw("POST", "/_aliases", {"actions": actions})
     except HttpFailure as failure:
-        if failure.status == 404 and failure.error_type == "aliases_not_found_exception":
+        if _moved(failure):
             raise LockLost(f"alias {alias!r} moved while swapping to {new_index!r}: {failure.reason}") from None
         raise request_error(failure, f"swapping alias {alias!r} to {new_index!r}", api.where) from None
-    if expected is None:
-        # No request can say "add only if the alias does not exist": check, and undo a race.
+    if expected is None or not api.engine.alias_must_exist:
+        # No request can say "add only if the alias does not exist" (nor, without must_exist,
+        # "remove only if it is there"): check, and undo a race.
         after = alias_indexes(api, alias)
         if set(after) != {new_index}:
             api.call(
@@ -116,4 +138,4 @@ def swap(api: EngineApi, fence_index: str, alias: str, new_index: str, expected:
                 {"actions": [{"remove": {"index": new_index, "alias": alias}}]},
             )
             others = ", ".join(sorted(set(after) - {new_index}))
-            raise LockLost(f"alias {alias!r} was created meanwhile (now also on {others}); not swapping")
+            raise LockLost(f"alias {alias!r} changed meanwhile (now also on {others}); not swapping")

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from sparkindex.targets.search_engine.engine import EngineInfo
 from sparkindex.targets.search_engine.errors import HttpFailure, request_error
 
 
@@ -29,16 +30,8 @@ class Request:
     #: sent once, never resent by the client (a write under a deadline: a resend could land late)
     single_try: bool = False
 
-    @property
-    def headers(self) -> dict[str, str]:
-        return _NDJSON if self.ndjson else _JSON
-
     def __str__(self) -> str:
         return f"{self.method} {self.path}"
-
-
-_JSON = {"content-type": "application/json", "accept": "application/json"}
-_NDJSON = {"content-type": "application/x-ndjson", "accept": "application/json"}
 
 
 class Transport(Protocol):
@@ -50,15 +43,27 @@ class Transport(Protocol):
         a misconfiguration the client detects (TLS verification, for one)."""
         ...
 
+    def root(self, timeout_s: float) -> tuple[Any, dict[str, str]]:
+        """``GET /`` in plain JSON: the server's answer and its headers (lower-case names), for
+        :func:`~.engine.identify`. Errors as :meth:`perform`."""
+        ...
+
+    def speak(self, engine: EngineInfo) -> None:
+        """From now on, talk to *engine* in what it accepts (called once, before any request
+        but :meth:`root`)."""
+        ...
+
     def close(self) -> None: ...
 
 
 class EngineApi:
     """Requests with JSON bodies, errors worded once with what was attempted and where."""
 
-    def __init__(self, transport: Transport, where: str) -> None:
+    def __init__(self, transport: Transport, where: str, engine: EngineInfo) -> None:
         self.transport = transport
         self.where = where
+        #: the server this talks to, as negotiated at connect
+        self.engine = engine
 
     def raw(
         self,

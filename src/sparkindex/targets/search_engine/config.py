@@ -47,7 +47,8 @@ class SearchEngineConfig(BaseModel):
     #: URL schemes of the backend: plain HTTP and TLS.
     SCHEMES: ClassVar[tuple[str, str]] = ("", "")
 
-    hosts: tuple[Host, ...] = Field(min_length=1)
+    #: from target.url (or, on Elasticsearch, from ``cloud_id``)
+    hosts: tuple[Host, ...] = ()
     url_prefix: str = ""
     username: str | None = None
     password: SecretStr | None = None
@@ -86,6 +87,9 @@ class SearchEngineConfig(BaseModel):
     refresh_before_read: bool = True
     #: sort keys sampled to cut an index into ranges (key_splits); more is more even
     split_sample: int = Field(default=10_000, ge=100, le=10_000)
+    #: the server's version, declared instead of read from ``GET /`` at connect (for credentials
+    #: without the privilege to read the root); sparkindex then talks to it as to that version
+    engine_version: str | None = Field(default=None, pattern=r"^\d+(\.\d+){0,2}$")
 
     @field_validator("ca_certs", "client_cert", "client_key")
     @classmethod
@@ -93,6 +97,12 @@ class SearchEngineConfig(BaseModel):
         if value is not None and not value.is_file():
             raise ValueError(f"no such file: {value}")
         return value
+
+    @model_validator(mode="after")
+    def _some_host(self) -> SearchEngineConfig:
+        if not self.hosts:
+            raise ValueError("target.url names no host")
+        return self
 
     @model_validator(mode="after")
     def _tls_options_need_tls(self) -> SearchEngineConfig:
@@ -121,6 +131,8 @@ class SearchEngineConfig(BaseModel):
             if isinstance(opts.get(key), str):
                 path = Path(opts[key]).expanduser()
                 opts[key] = path if path.is_absolute() else (base_dir / path)
+        if not fields["hosts"] and "cloud_id" not in opts:
+            raise ConfigError(f"target.url: {redact_url(url)!r} names no host")
         merged = {**{k: v for k, v in fields.items() if v is not None}, **opts}
         if opts.get("tls") is False and fields.get("tls"):
             raise ConfigError(f"target.options.tls: false contradicts the TLS scheme of {redact_url(url)!r}")
@@ -160,7 +172,8 @@ def parse_url(url: str, schemes: tuple[str, str]) -> dict[str, Any]:
         user, colon, pw = userinfo.partition(":")
         username = unquote(user) or None
         password = unquote(pw) if colon else None
-    hosts = [_host(part, shown) for part in netloc.split(",")]
+    # no host at all is left to the config (Elastic Cloud's cloud_id names it)
+    hosts = [_host(part, shown) for part in netloc.split(",")] if netloc.strip() else []
     prefix = "/" + path.strip("/") if path.strip("/") else ""
     return {
         "hosts": tuple(hosts),

@@ -39,7 +39,8 @@ def describe_error(error: Any) -> tuple[str, str]:
     maybe ``caused_by``, or a bare string."""
     if isinstance(error, dict):
         error_type = str(error.get("type") or "error")
-        reason = str(error.get("reason") or error_type)
+        # AWS's gateway answers {"message": ...} (a bad SigV4 signature, an expired token)
+        reason = str(error.get("reason") or error.get("message") or error.get("Message") or error_type)
         cause = error.get("caused_by")
         if isinstance(cause, dict) and cause.get("reason"):
             reason = f"{reason} (caused by {cause.get('type', 'error')}: {cause['reason']})"

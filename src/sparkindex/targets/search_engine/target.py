@@ -1,8 +1,10 @@
 """The Target interface for HTTP search engines (OpenSearch, Elasticsearch), shared by both.
 
 A backend subclass fills in two hooks: :meth:`SearchEngineTarget._connect` (its client, reduced
-to a :class:`~.api.Transport`) and its config class. Everything engine-neutral lives here and in
-this package's modules: index bodies (``mapping``), bulk bodies and item classification
+to a :class:`~.api.Transport`) and its config class. On the first request the server is
+identified (``GET /``, or the version the config declares) and refused if sparkindex cannot serve
+it; the transport then talks to it in what its version accepts (:mod:`.engine`). Everything
+engine-neutral lives here and in this package's modules: index bodies (``mapping``), bulk bodies and item classification
 (``bulk``), the alias compare-and-swap and fences (``aliases``), reads (``reads``).
 
 One instance is shared by the threads of a worker process (the partition worker keeps several
@@ -33,6 +35,14 @@ from sparkindex.targets.search_engine import aliases, reads
 from sparkindex.targets.search_engine.api import EngineApi, Transport
 from sparkindex.targets.search_engine.bulk import EncodedItem, chunks, encode_item, item_result
 from sparkindex.targets.search_engine.config import SearchEngineConfig
+from sparkindex.targets.search_engine.engine import (
+    Distribution,
+    EngineInfo,
+    declared,
+    identify,
+    refuse_serverless,
+    require_supported,
+)
 from sparkindex.targets.search_engine.errors import HttpFailure, failure_from_body, request_error
 from sparkindex.targets.search_engine.mapping import (
     META_KEY,
@@ -45,6 +55,7 @@ from sparkindex.targets.search_engine.mapping import (
 from sparkindex.targets.search_engine.offsets import IndexOffsets
 from sparkindex.targets.target import Target
 from sparkindex.targets.write_deadline import write_budget_s
+from sparkindex.targets.writer import unmanaged_index_message
 
 
 def _meta(alias: str, mapping: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +76,10 @@ BULK_ANSWER = {"filter_path": "errors,items.*.status,items.*.error"}
 class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
     #: the engine's name in messages ("OpenSearch")
     ENGINE = "search engine"
+    #: the engine a server behind this backend's scheme must be
+    DISTRIBUTION: Distribution = "opensearch"
+    #: how long the identifying ``GET /`` may take at most
+    IDENTIFY_TIMEOUT_S = 30.0
     supports_join = True
     honours_versions = True  # every write carries version_type=external_gte (bulk.py)
 
@@ -89,9 +104,39 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
         if api is None:
             with self._lock:
                 if self._api is None:
-                    self._api = EngineApi(self._connect(), f"{self.ENGINE} at {self.config.describe()}")
+                    self._api = self._open_api()
                 api = self._api
         return api
+
+    @property
+    def engine(self) -> EngineInfo:
+        """The server this target talks to (connects and identifies it on first use)."""
+        return self.api.engine
+
+    def _open_api(self) -> EngineApi:
+        where = f"{self.ENGINE} at {self.config.describe()}"
+        transport = self._connect()
+        try:
+            engine = self._identify(transport, where)
+            require_supported(engine, self.DISTRIBUTION, where)
+            transport.speak(engine)
+        except BaseException:
+            transport.close()
+            raise
+        return EngineApi(transport, where, engine)
+
+    def _identify(self, transport: Transport, where: str) -> EngineInfo:
+        """The engine and version: declared in the config, or read from the server's root."""
+        if getattr(self.config, "serverless", False):
+            refuse_serverless(where)
+        if self.config.engine_version is not None:
+            return declared(self.DISTRIBUTION, self.config.engine_version)
+        timeout = min(self.IDENTIFY_TIMEOUT_S, self.config.request_timeout_s)
+        try:
+            body, headers = transport.root(timeout)
+        except HttpFailure as failure:
+            raise request_error(failure, "reading the server's version (GET /)", where) from None
+        return identify(body, headers, where)
 
     def close(self) -> None:
         with self._lock:
@@ -104,9 +149,12 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
             self.api.call("POST", f"/{quote(name)}/_refresh", f"refreshing {name!r}")
 
     # -- versions ------------------------------------------------------------------------------------
-    def create_version(self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None) -> str:
+    def create_version(
+        self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None, *, adopt: bool = False
+    ) -> str:
         user = normalize_settings(settings, f"indexes[{alias}].settings")
-        self._refuse_concrete_alias(alias)
+        if not adopt and self.unmanaged_index(alias):
+            raise ConfigError(unmanaged_index_message(alias, self.ENGINE))
         for _ in range(5):  # another process may take a number at the same moment: take the next
             existing = [version_number(alias, v) or 0 for v in self.list_versions(alias)]
             index = version_name(alias, max(existing, default=0) + 1)
@@ -128,12 +176,8 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
                 raise request_error(failure, f"creating index {index!r}", self.api.where) from None
         raise TransientError(f"could not create a new version of alias {alias!r}: every number was taken meanwhile")
 
-    def _refuse_concrete_alias(self, alias: str) -> None:
-        if alias in self._indexes_named(alias, f"checking that {alias!r} is free for an alias"):
-            raise ConfigError(
-                f"alias {alias!r}: an index of that very name exists on the {self.ENGINE}; an alias cannot share "
-                "it. Reindex under another alias, or delete that index (it is not a sparkindex version)"
-            )
+    def unmanaged_index(self, alias: str) -> bool:
+        return alias in self._indexes_named(alias, f"checking that {alias!r} is free for an alias")
 
     def version_exists(self, index: str) -> bool:
         return index in self._indexes_named(index, f"looking up index {index!r}")

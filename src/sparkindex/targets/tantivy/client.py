@@ -65,7 +65,9 @@ class TantivyTarget(Target):
     def _dir(self, index: str) -> Path:
         return self.root / index
 
-    def create_version(self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None) -> str:
+    def create_version(
+        self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None, *, adopt: bool = False
+    ) -> str:
         with disk_errors_are_transient(f"index root {self.root}: creating it"):
             self.root.mkdir(parents=True, exist_ok=True)
         existing = [version_number(alias, v) or 0 for v in self.list_versions(alias)]

@@ -9,6 +9,7 @@ with SigV4; see :mod:`tests.support.personalities`) and injects faults.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,13 @@ def make_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
     proxy = HttpProxy(cluster.url, personality=persona)
     url = f"{persona.scheme}://{proxy.host_port}"
     # no client-level retries: the suite sees every fault it injects
+    if persona.is_elasticsearch and os.environ.get("SPARKINDEX_TEST_NEGOTIATION") == "off":
+        # what a client pinned to major 9 sends: the 7 and 8 personalities must refuse it
+        options_extra: dict[str, Any] = {"engine_version": "9.1"}
+    else:
+        options_extra = {}
     options = {
+        **options_extra,
         "max_retries": 0,
         "request_timeout_s": 10,
         **personality_options(persona, request.getfixturevalue("monkeypatch")),

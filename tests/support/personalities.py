@@ -69,7 +69,12 @@ class Personality:
 
     @property
     def knows_must_exist(self) -> bool:
-        return self.is_elasticsearch or (self.major, self.minor) >= (2, 12)
+        """Elasticsearch parses it from 7.11 (7.10 shipped it unparsed), OpenSearch from 2.12."""
+        return (self.major, self.minor) >= ((7, 11) if self.is_elasticsearch else (2, 12))
+
+    def accepts_version(self, asked: int) -> bool:
+        """Elasticsearch 8 and later: its major and the one before; 7 knows only its own."""
+        return asked == self.major or (self.major >= 8 and asked == self.major - 1)
 
     @property
     def scheme(self) -> str:
@@ -113,7 +118,7 @@ class Personality:
             if not self.is_elasticsearch:
                 return 406, {"error": f"{shown} header [{value}] is not supported", "status": 406}
             asked = int(found[2])
-            if asked not in (self.major, self.major - 1):
+            if not self.accepts_version(asked):
                 cause = (
                     f"{shown} version must be either version {self.major} or {self.major - 1}, but found {asked}. "
                     f"{shown}={value}"

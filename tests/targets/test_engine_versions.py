@@ -16,6 +16,7 @@ import pytest
 
 from sparkindex.errors import ConfigError, LockLost, PermanentError
 from sparkindex.targets.registry import open_target
+from sparkindex.targets.search_engine import aliases
 from sparkindex.targets.search_engine.engine import identify
 from sparkindex.targets.search_engine.target import SearchEngineTarget
 from tests.support.http_proxy import HttpProxy
@@ -102,38 +103,50 @@ def test_without_negotiation_an_older_elasticsearch_refuses_a_9_client(
     assert f"must be either version {persona.major} or {persona.major - 1}, but found 9" in message
 
 
+def _moved_after_the_read(monkeypatch: pytest.MonkeyPatch, cluster: OsmemCluster, actions: list[object]) -> None:
+    """Another job or a person changes the alias between the swap's read of it and its request:
+    the race the compare-and-swap exists for (the next read of the alias runs *actions* first)."""
+    read = aliases.alias_indexes
+    done: list[bool] = []
+
+    def racing(api: object, alias: str) -> dict[str, bool]:
+        found = read(api, alias)  # type: ignore[arg-type]
+        if not done:
+            done.append(True)
+            cluster.request("POST", "/_aliases", {"actions": actions})
+        return found
+
+    monkeypatch.setattr(aliases, "alias_indexes", racing)
+
+
 def test_an_opensearch_before_2_12_is_never_sent_must_exist_and_its_swap_still_compares(
     play: object, monkeypatch: pytest.MonkeyPatch, osmem_cluster: OsmemCluster
 ) -> None:
     proxy = play(OS_1)  # type: ignore[operator]
     target = _open(proxy, OS_1, monkeypatch)
     try:
-        first, second, third = (target.create_version("shop", MAPPING) for _ in range(3))
+        first, second, third, fourth = (target.create_version("shop", MAPPING) for _ in range(4))
         target.swap("shop", first, None)
-        target.swap("shop", second, first)
-        # another job moved the alias to its version (as the write index) behind our back
-        osmem_cluster.request(
-            "POST",
-            "/_aliases",
-            {
-                "actions": [
-                    {"remove": {"index": second, "alias": "shop"}},
-                    {"add": {"index": third, "alias": "shop", "is_write_index": True}},
-                ]
-            },
+        # another job moves the alias to its version (always the write index) after our read
+        _moved_after_the_read(
+            monkeypatch,
+            osmem_cluster,
+            [
+                {"remove": {"index": first, "alias": "shop"}},
+                {"add": {"index": third, "alias": "shop", "is_write_index": True}},
+            ],
         )
-        with pytest.raises(LockLost):
+        with pytest.raises(LockLost, match="more than one write index"):
+            target.swap("shop", second, first)
+        assert aliases.alias_indexes(target.api, "shop") == {third: True}, "the refused swap changed nothing"
+        monkeypatch.undo()
+        target.swap("shop", second, third)
+        # a person adds an index to the alias by hand (no write index) after our read: our
+        # request goes through; the read-back sees it and undoes ours in one request
+        _moved_after_the_read(monkeypatch, osmem_cluster, [{"add": {"index": fourth, "alias": "shop"}}])
+        with pytest.raises(LockLost, match="changed meanwhile"):
             target.swap("shop", first, second)
-        assert target.alias_target("shop") == third, "the refused swap changed nothing"
-        # moved by hand, without a write index: caught by reading back, and our add undone
-        osmem_cluster.request(
-            "POST",
-            "/_aliases",
-            {"actions": [{"remove": {"index": third, "alias": "shop"}}, {"add": {"index": second, "alias": "shop"}}]},
-        )
-        with pytest.raises(LockLost):
-            target.swap("shop", first, third)
-        assert target.alias_target("shop") == second
+        assert aliases.alias_indexes(target.api, "shop") == {second: True, fourth: False}, "as it was, plus theirs"
     finally:
         target.close()
     assert not any(b"must_exist" in body for body in proxy.alias_bodies)
@@ -143,6 +156,33 @@ def test_an_opensearch_before_2_12_is_never_sent_must_exist_and_its_swap_still_c
     try:
         with pytest.raises(PermanentError, match=r"unknown field \[must_exist\]"):
             target.swap("shop", first, second)
+    finally:
+        target.close()
+
+
+def test_opensearch_in_compatibility_mode_is_opensearch_without_must_exist() -> None:
+    root = {"version": {"number": "7.10.2"}, "tagline": "The OpenSearch Project: https://opensearch.org/"}
+    engine = identify(root, {}, "http://x:9200")
+    assert engine.distribution == "opensearch" and not engine.alias_must_exist
+
+
+def test_elasticsearch_7_10_gets_the_swap_without_must_exist() -> None:
+    """7.10 shipped must_exist unparsed: 7.11 is the first to take it."""
+    es710 = {"version": {"number": "7.10.2", "build_flavor": "default"}, "tagline": "You Know, for Search"}
+    assert not identify(es710, {}, "http://x:9200").alias_must_exist
+    es711 = {"version": {"number": "7.11.0"}, "tagline": "You Know, for Search"}
+    assert identify(es711, {}, "http://x:9200").alias_must_exist
+
+
+def test_a_server_that_claims_a_recent_elasticsearch_without_its_product_header_is_refused(
+    play: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = play(ES_8)  # type: ignore[operator]
+    proxy.strip_product_header = True
+    target = _open(proxy, ES_8, monkeypatch)
+    try:
+        with pytest.raises(ConfigError, match=r"but is not Elasticsearch: every Elasticsearch since 7\.14"):
+            target.count("x")
     finally:
         target.close()
 

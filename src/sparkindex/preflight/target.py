@@ -21,7 +21,7 @@ from sparkindex.config.model import Pipeline
 from sparkindex.errors import ConfigError, PermanentError, SparkIndexError, TransientError
 from sparkindex.preflight.model import Check, Options, existing_ancestor, fail, ok, warn
 from sparkindex.targets.registry import open_target
-from sparkindex.targets.search_engine.engine import EngineInfo, newer_than_tested
+from sparkindex.targets.search_engine.engine import EngineInfo, UnsupportedServer, newer_than_tested
 from sparkindex.targets.search_engine.target import SearchEngineTarget
 from sparkindex.targets.writer import unmanaged_index_message
 
@@ -41,13 +41,14 @@ def check_target(pipeline: Pipeline, aliases: Sequence[str], options: Options) -
         return []
     try:
         where = target.config.describe()
-        # the server's root is read once: one that does not answer in time is reported, not
-        # retried host after host (the run that follows retries as it always does)
+        # the server's root, with a short timeout (the run that follows waits as it always does)
         target.IDENTIFY_TIMEOUT_S = options.connect_timeout_s * 2
         try:
             engine = target.engine
-        except ConfigError as exc:
+        except UnsupportedServer as exc:
             return [ok("target.reachable", f"{where} answers"), fail("target.version", str(exc), _VERSION_FIX)]
+        except ConfigError as exc:  # the options (credentials for signing, say): nothing was sent
+            return [fail("target.options", str(exc), "correct target.url and target.options")]
         except TransientError as exc:
             return [fail("target.reachable", str(exc), REACH_FIX, transient=True)]
         except PermanentError as exc:

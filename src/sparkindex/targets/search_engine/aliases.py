@@ -131,11 +131,13 @@ def swap(api: EngineApi, fence_index: str, alias: str, new_index: str, expected:
         # "remove only if it is there"): check, and undo a race.
         after = alias_indexes(api, alias)
         if set(after) != {new_index}:
-            api.call(
-                "POST",
-                "/_aliases",
-                f"undoing the swap of alias {alias!r}",
-                {"actions": [{"remove": {"index": new_index, "alias": alias}}]},
-            )
+            # one request: our add out, and back in whatever our removes took out
+            undo: list[dict[str, dict[str, object]]] = [{"remove": {"index": new_index, "alias": alias}}]
+            undo += [
+                {"add": {"index": index, "alias": alias, "is_write_index": writes}}
+                for index, writes in sorted(before.items())
+                if index not in after and index != new_index
+            ]
+            api.call("POST", "/_aliases", f"undoing the swap of alias {alias!r}", {"actions": undo})
             others = ", ".join(sorted(set(after) - {new_index}))
             raise LockLost(f"alias {alias!r} changed meanwhile (now also on {others}); not swapping")

@@ -13,8 +13,8 @@ What depends on the engine and its version is decided here, once:
   ``compatible-with=8``, 7 gets plain JSON (7.10-7.12 know no versioned types). OpenSearch
   takes plain JSON.
 * **Features.** ``must_exist`` on an alias ``remove`` (the compare-and-swap of the alias) is
-  Elasticsearch 7.10+ and OpenSearch 2.12+; older OpenSearch refuses the field, so the swap
-  falls back to the single-write-index rule (see :mod:`.aliases`).
+  parsed by Elasticsearch 7.11+ (7.10 shipped it unparsed) and OpenSearch 2.12+; older servers
+  refuse the field, so the swap falls back to the single-write-index rule (see :mod:`.aliases`).
 * **Support.** Elasticsearch 7.10 to 9 and OpenSearch 1 to 3. An older server, or one that is
   neither engine, is refused with what was found and what is needed (a
   :class:`~sparkindex.errors.ConfigError`: exit 2), before any job starts.
@@ -35,10 +35,15 @@ NAMES: dict[Distribution, str] = {"elasticsearch": "Elasticsearch", "opensearch"
 OLDEST: dict[Distribution, tuple[int, int]] = {"elasticsearch": (7, 10), "opensearch": (1, 0)}
 NEWEST_TESTED: dict[Distribution, int] = {"elasticsearch": 9, "opensearch": 3}
 #: where the alias compare-and-swap's ``must_exist`` starts
-MUST_EXIST_SINCE: dict[Distribution, tuple[int, int]] = {"elasticsearch": (7, 10), "opensearch": (2, 12)}
+MUST_EXIST_SINCE: dict[Distribution, tuple[int, int]] = {"elasticsearch": (7, 11), "opensearch": (2, 12)}
 #: the first Elasticsearch that sends X-Elastic-Product on every answer
 PRODUCT_HEADER_SINCE = (7, 14)
 ES_TAGLINE = "You Know, for Search"
+OS_TAGLINE = "The OpenSearch Project"
+
+
+class UnsupportedServer(ConfigError):
+    """The server is not an engine (or a version of one) that sparkindex can serve."""
 
 _JSON = "application/json"
 _NDJSON = "application/x-ndjson"
@@ -117,23 +122,35 @@ def identify(body: Any, headers: dict[str, str], where: str) -> EngineInfo:
     Raises :class:`ConfigError` for a server that is neither engine or reports no version."""
     version = body.get("version") if isinstance(body, dict) else None
     if not isinstance(version, dict):
-        raise ConfigError(
+        raise UnsupportedServer(
             f"{where} is not OpenSearch or Elasticsearch: its root (GET /) reports no version "
             f"(answer: {str(body)[:120]!r})"
         )
     number = str(version.get("number") or "")
     parsed = _version(number)
+    tagline = str(body.get("tagline") or "")
     if version.get("distribution") == "opensearch":
         distribution: Distribution = "opensearch"
-    elif headers.get("x-elastic-product") == "Elasticsearch" or body.get("tagline") == ES_TAGLINE:
+    elif tagline.startswith(OS_TAGLINE):
+        # OpenSearch 1.x/2.x with compatibility.override_main_response_version reports 7.10.2 and
+        # no distribution: its real version is unknown, so it gets the oldest OpenSearch's features
+        return EngineInfo("opensearch", f"{number} (compatibility mode)", 1, 0)
+    elif headers.get("x-elastic-product") == "Elasticsearch" or tagline == ES_TAGLINE:
         distribution = "elasticsearch"
     else:
-        raise ConfigError(
+        raise UnsupportedServer(
             f"{where} is not OpenSearch or Elasticsearch: version {number or '?'}, "
-            f"distribution {version.get('distribution') or 'none'}, tagline {body.get('tagline')!r}"
+            f"distribution {version.get('distribution') or 'none'}, tagline {tagline!r}"
         )
     if parsed is None:
-        raise ConfigError(f"{where} ({NAMES[distribution]}) reports no usable version number ({number!r})")
+        raise UnsupportedServer(f"{where} ({NAMES[distribution]}) reports no usable version ({number!r})")
+    # (only a transport that hands back headers can tell; opensearch-py's does not)
+    product = headers.get("x-elastic-product")
+    if distribution == "elasticsearch" and headers and parsed >= PRODUCT_HEADER_SINCE and product != "Elasticsearch":
+        raise UnsupportedServer(
+            f"{where} reports Elasticsearch {number} but is not Elasticsearch: every Elasticsearch since "
+            "7.14 answers with the header X-Elastic-Product: Elasticsearch"
+        )
     return EngineInfo(distribution, number, parsed[0], parsed[1], str(version.get("build_flavor") or ""))
 
 
@@ -148,7 +165,7 @@ def declared(distribution: Distribution, number: str) -> EngineInfo:
 def refuse_serverless(where: str) -> None:
     """Amazon OpenSearch Serverless serves a subset of OpenSearch's API without what a rebuild
     and a verify need; refused before anything is sent."""
-    raise ConfigError(
+    raise UnsupportedServer(
         f"target.options.aws_service: aoss: {where} is Amazon OpenSearch Serverless, which sparkindex cannot serve: "
         "it has no scroll (verify and hash scans read by scroll), no _refresh and no _cluster/health (a "
         "rebuild refreshes and waits for health before the alias moves), and accepts document ids only in SEARCH "
@@ -161,12 +178,12 @@ def require_supported(info: EngineInfo, expected: Distribution, where: str) -> N
     version."""
     if info.distribution != expected:
         other = "opensearch" if info.distribution == "opensearch" else "elasticsearch"
-        raise ConfigError(
+        raise UnsupportedServer(
             f"{where} is {info}, not {NAMES[expected]}: use the {other}:// (or {other}s://) scheme in target.url"
         )
     oldest = OLDEST[info.distribution]
     if (info.major, info.minor) < oldest:
-        raise ConfigError(
+        raise UnsupportedServer(
             f"{where} is {info}; sparkindex needs {info.name} {oldest[0]}.{oldest[1]} or later "
             f"(for must_exist on alias removal and the bulk and alias APIs it uses); upgrade the cluster"
         )

@@ -39,8 +39,10 @@ def describe_error(error: Any) -> tuple[str, str]:
     maybe ``caused_by``, or a bare string."""
     if isinstance(error, dict):
         error_type = str(error.get("type") or "error")
-        # AWS's gateway answers {"message": ...} (a bad SigV4 signature, an expired token)
-        reason = str(error.get("reason") or error.get("message") or error.get("Message") or error_type)
+        # AWS's gateway answers {"message": ...} (a bad SigV4 signature, an expired token); its
+        # first line only: the rest quotes the canonical request, session token included
+        message = str(error.get("message") or error.get("Message") or "").split("\n", 1)[0]
+        reason = str(error.get("reason") or message or error_type)
         cause = error.get("caused_by")
         if isinstance(cause, dict) and cause.get("reason"):
             reason = f"{reason} (caused by {cause.get('type', 'error')}: {cause['reason']})"

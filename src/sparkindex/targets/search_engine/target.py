@@ -115,6 +115,8 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
 
     def _open_api(self) -> EngineApi:
         where = f"{self.ENGINE} at {self.config.describe()}"
+        if getattr(self.config, "serverless", False):
+            refuse_serverless(where)  # before the client walks the credential chain
         transport = self._connect()
         try:
             engine = self._identify(transport, where)
@@ -127,8 +129,6 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
 
     def _identify(self, transport: Transport, where: str) -> EngineInfo:
         """The engine and version: declared in the config, or read from the server's root."""
-        if getattr(self.config, "serverless", False):
-            refuse_serverless(where)
         if self.config.engine_version is not None:
             return declared(self.DISTRIBUTION, self.config.engine_version)
         timeout = min(self.IDENTIFY_TIMEOUT_S, self.config.request_timeout_s)

@@ -27,7 +27,7 @@ def before(doc: Any) -> bytes:
 
 
 HOSTILE: dict[str, Any] = {
-    "Zeta": "Grüße 東京 🚀 \"q\" \\ \n\t\x00\x1f",
+    "Zeta": 'Grüße 東京 🚀 "q" \\ \n\t\x00\x1f',
     "alpha": [1, -0.0, 0.0, 1e-7, 1.5e300, 2**63 - 1, True, None],
     "Alpha": {"b": decimal.Decimal("1.10"), "a": b"\x00\xffbytes", "c": dt.timedelta(seconds=90.5)},
     "when": [dt.date(2024, 1, 5), dt.datetime(2024, 1, 5, 10, 0, 0, 123), dt.time(1, 2, 3)],

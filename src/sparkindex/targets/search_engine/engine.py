@@ -45,6 +45,7 @@ OS_TAGLINE = "The OpenSearch Project"
 class UnsupportedServer(ConfigError):
     """The server is not an engine (or a version of one) that sparkindex can serve."""
 
+
 _JSON = "application/json"
 _NDJSON = "application/x-ndjson"
 

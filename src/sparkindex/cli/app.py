@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,8 +50,8 @@ def _store(pipeline: Pipeline) -> Any:
 
 
 def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json: bool, adopt: bool = False) -> int:
+    from sparkindex import api
     from sparkindex.allocator import tune_allocator
-    from sparkindex.jobs.reindex import ReindexJob
     from sparkindex.preflight import guard
     from sparkindex.worker.collector import tune_collector
 
@@ -58,16 +59,15 @@ def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json:
     tune_collector()  # the driver builds documents too (its head start) while Spark starts
     tune_allocator()  # and writes Tantivy stages (sparkindex/allocator.py)
     with RichProgress(enabled=True) as progress:
-        summary = ReindexJob(pipeline, index, new=new, adopt=adopt, progress=progress).run()
-    s = summary
-    colour = {0: "green", 1: "yellow"}.get(s.exit_code, "red")
+        s = api.reindex(pipeline, index, new=new, adopt=adopt, progress=progress, preflight=False)
+    colour = {0: "green", 1: "yellow"}.get(s.outcome.exit_code, "red")
     err.print(
         f"[bold {colour}]{s.status}[/] {escape(s.alias)} -> {escape(s.index)}: {s.indexed:,} indexed of "
         f"{s.source_rows:,} source rows, {s.failed:,} failed, {s.seconds:.1f} s"
     )
     if as_json:
-        _emit_json(orjson.loads(s.to_json()))
-    return s.exit_code
+        _emit_json({k: v for k, v in asdict(s).items() if k != "outcome"})
+    return s.outcome.exit_code
 
 
 @app.command()
@@ -123,11 +123,14 @@ def demo(
 @app.command()
 def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> None:
     """The latest job for the aliases: state, counts per entity, partition states, last verify."""
-    from sparkindex.cli.status_cmd import status_body
+    from sparkindex import api
+    from sparkindex.cli.status_cmd import print_status
 
-    body = status_body(load_pipeline(config), index, json)
-    if body is not None:
-        _emit_json(body)
+    result = api.status(load_pipeline(config), index)
+    if json:
+        _emit_json(result.report)
+    else:
+        print_status(result.report)
 
 
 @app.command()

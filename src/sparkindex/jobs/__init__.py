@@ -16,6 +16,7 @@ schema that changed fails the job. Every job update is fenced by the lock's toke
 * ``fingerprint``: what a job's documents are built from, so a rerun resumes only the same job.
 * ``progress``: a thread polling the store's aggregated stats for a listener (the CLI's bars).
 * ``control``: a job's status and a graceful stop.
+* ``status``: the aliases' latest job and last verify, as ``status --json`` reports them.
 * ``verify_run``: verify or repair for a pipeline: plans, the Spark job, the result recorded per alias. Also the
   scheduled verify (``verify: {every: ...}``) and its lock.
 * ``repair``: ``verify --repair``: tasks write their fixes as they find them, then a read-only pass reports what

@@ -3,13 +3,15 @@
 Each takes the pipeline (a path, YAML text or a :class:`~sparkindex.config.model.Pipeline`) and
 the aliases (default: all), runs the same preflight checks the CLI runs first (``preflight=False``
 skips them), and returns a frozen result with the fields of the command's ``--json``. Bad input
-raises :class:`~sparkindex.errors.ConfigError` (the CLI's exit 2); a run that cannot go on raises
+raises :class:`~sparkindex.errors.ConfigError` (the CLI's exit 2; an alias the pipeline does not
+define, :class:`~sparkindex.errors.UsageError`); a run that cannot go on raises
 :class:`~sparkindex.errors.TransientError` (retry it: a rerun resumes) or
 :class:`~sparkindex.errors.PermanentError` (it will fail the same way again).
 
 ``spark=`` hands in a running ``SparkSession``; without one, a session is started from the
 pipeline's ``spark`` section. Unlike the CLI, these calls install no signal handlers and leave the
-process's garbage collector and allocator settings alone.
+process's garbage collector and allocator settings alone; a sync that streams until stopped is
+the CLI's job (``sparkindex sync``, which stops cleanly on SIGTERM).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sparkindex.api.results import CheckResult, Outcome, ReindexResult, StatusRe
 from sparkindex.config import load_pipeline
 from sparkindex.config.loader import parse_pipeline
 from sparkindex.config.model import Pipeline
+from sparkindex.errors import ConfigError, UsageError
 from sparkindex.jobs.progress import ProgressListener
 
 log = logging.getLogger("sparkindex.api")
@@ -34,12 +37,15 @@ PipelineArg = Pipeline | str | os.PathLike[str]
 
 
 def load(pipeline: PipelineArg) -> Pipeline:
-    """*pipeline* as a :class:`Pipeline`: text with a line break is YAML (relative paths in it are
-    taken from the working directory), anything else a path to the file."""
+    """*pipeline* as a :class:`Pipeline`: text that spans lines or is one flow mapping (``{...}``)
+    is YAML (relative paths in it are taken from the working directory), anything else a path."""
     if isinstance(pipeline, Pipeline):
         return pipeline
-    if isinstance(pipeline, str) and "\n" in pipeline:
-        return parse_pipeline(pipeline, origin="<pipeline text>", base_dir=Path.cwd())
+    if isinstance(pipeline, str):
+        text = pipeline.strip()
+        if "\n" in text or text.startswith("{"):
+            return parse_pipeline(pipeline, origin="<pipeline text>", base_dir=Path.cwd())
+        return load_pipeline(Path(text))
     return load_pipeline(Path(pipeline))
 
 
@@ -54,9 +60,10 @@ def _guard(pipeline: Pipeline, scope: Literal["reindex", "sync"], aliases: Seque
     lines = io.StringIO()
     try:
         guard(pipeline, scope, aliases, lines, **kw)
-    finally:
-        for line in lines.getvalue().splitlines():
-            log.warning("preflight: %s", line)
+    except ConfigError as exc:  # the failed checks are the message: a caller may not see the log
+        raise ConfigError(f"{exc}\n{lines.getvalue().rstrip()}") from None
+    for line in lines.getvalue().splitlines():
+        log.warning("preflight: %s", line)
 
 
 def reindex(
@@ -78,8 +85,9 @@ def reindex(
         _guard(p, "reindex", aliases, adopt=adopt)
     job = ReindexJob(p, aliases, new=new, adopt=adopt, progress=progress, spark_factory=_factory(spark))
     s = job.run()
+    outcome = Outcome.STOPPED if s.status == "STOPPED" else Outcome.of_exit_code(s.exit_code)
     return ReindexResult(
-        Outcome.of_exit_code(s.exit_code),
+        outcome,
         s.job_id,
         s.status,
         s.alias,
@@ -105,6 +113,8 @@ def sync(
     the start, then return (``until_caught_up=False`` streams until the process stops it)."""
     from sparkindex.jobs.sync.run import SyncRun
 
+    if on_gap not in (None, "reconcile", "fail"):
+        raise UsageError(f"on_gap: expected 'reconcile' or 'fail', got {on_gap!r}")
     p = load(pipeline)
     if preflight:
         _guard(p, "sync", aliases)
@@ -164,7 +174,7 @@ def check(pipeline: PipelineArg, aliases: Sequence[str] | None = None) -> CheckR
     body = report(checks)
     code = exit_code(checks)
     outcome = Outcome.DONE if code == 0 else Outcome.DONE_WITH_ERRORS if code == 1 else Outcome.FAILED
-    return CheckResult(outcome, bool(body["ok"]), tuple(body["checks"]))
+    return CheckResult(outcome, bool(body["ok"]), tuple(body["checks"]), code)
 
 
 def status(pipeline: PipelineArg, aliases: Sequence[str] | None = None) -> StatusResult:

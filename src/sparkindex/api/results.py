@@ -9,16 +9,18 @@ from typing import Any
 
 
 class Outcome(StrEnum):
-    """How a call ended: done, done with errors (dead letters, drift, warnings), or failed."""
+    """How a call ended: done, done with errors (dead letters, drift, warnings), failed, or
+    stopped on request (a rerun of a failed or stopped reindex resumes it)."""
 
     DONE = "DONE"
     DONE_WITH_ERRORS = "DONE_WITH_ERRORS"
     FAILED = "FAILED"
+    STOPPED = "STOPPED"
 
     @property
     def exit_code(self) -> int:
         """The CLI's exit code for it (2, bad usage or config, is raised as ConfigError instead)."""
-        return {"DONE": 0, "DONE_WITH_ERRORS": 1, "FAILED": 3}[self.value]
+        return {"DONE": 0, "DONE_WITH_ERRORS": 1, "FAILED": 3, "STOPPED": 3}[self.value]
 
     @classmethod
     def of_exit_code(cls, code: int) -> Outcome:
@@ -81,6 +83,8 @@ class CheckResult:
     outcome: Outcome
     ok: bool
     checks: tuple[dict[str, Any], ...]
+    #: the CLI's: 0 all passed, 1 warnings only, 2 a failure
+    exit_code: int
 
 
 @dataclass(frozen=True)

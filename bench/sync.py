@@ -33,11 +33,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.changes.helpers import Shop, commit_position, drop_shop, make_shop
+from tests.capture.helpers import Shop, commit_position, drop_shop, make_shop
 from tests.conftest import MYSQL_URL, PG_URL
 
+from sparkindex.capture.sync.run import SyncRun
 from sparkindex.config.connections import SparkConfig
-from sparkindex.jobs.sync.run import SyncRun
 from sparkindex.spark.session import build_session
 
 SERVICES = {"postgres": PG_URL, "mysql": MYSQL_URL}

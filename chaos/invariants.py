@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import sqlalchemy as sa
 
+from sparkindex.capture.catch_up import catch_up_group
 from sparkindex.config import load_pipeline
 from sparkindex.coordination.base import store_now
 from sparkindex.coordination.recovery import not_resumable
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.jobs.catch_up import catch_up_group
 from sparkindex.targets.registry import open_target
 
 #: the consumer group a rebuild's catch-up keeps its position under (jobs.catch_up)

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import sqlalchemy as sa
 
+from sparkindex.coordination.keeper import LockKeeper
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.jobs.keeper import LockKeeper
 from tests.coordination.proxy import TcpProxy
 
 

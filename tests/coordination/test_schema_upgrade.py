@@ -280,7 +280,7 @@ def test_a_v9_store_is_migrated_in_place_and_keeps_its_rows(store_url: tuple[str
             assert (group.applied, group.deleted, group.lag_s) == (10, 2, 1.5)
             assert group.retained_bytes == (None if shape == "old" else 4096)
             assert store.ledger.versions("products_v1", ["7", "8", "9"]) == {"7": 3, "8": 5}
-            [deferred] = store.snapshots.deferred("products")
+            [deferred] = store.deferred_changes.deferred("products")
             assert (deferred.table, deferred.row_key, deferred.images, deferred.position) == (
                 "reviews",
                 "[1]",
@@ -316,8 +316,8 @@ def test_a_v9_store_is_migrated_in_place_and_keeps_its_rows(store_url: tuple[str
         assert store.offsets.offsets("g")["products"].retained_bytes == 8192
         store.ledger.record_versions("products_v2", {"7": 4})
         assert store.ledger.versions("products_v2", ["7"]) == {"7": 4}
-        store.snapshots.defer("products", [("reviews", "[2]", [{"id": 2}], 51)])
-        assert [d.row_key for d in store.snapshots.deferred("products")][-1] == "[2]"
+        store.deferred_changes.defer("products", [("reviews", "[2]", [{"id": 2}], 51)])
+        assert [d.row_key for d in store.deferred_changes.deferred("products")][-1] == "[2]"
         store.deferred_runs.record_deferred_run(["products", "reviews"], now)
         assert store.deferred_runs.last_deferred_run(["products", "reviews"]) == pytest.approx(now)
         store.sync_holds.hold("reviews", "reindex:j2:b", ttl_s=30.0)

@@ -22,24 +22,24 @@ from typing import Any
 
 import pytest
 
+from sparkindex.capture.catch_up import CatchUp
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.swap_log import MOVED
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
-from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.planning import resolve_plans
-from sparkindex.jobs.catch_up import CatchUp
 from sparkindex.jobs.finalize import finalize_job
 from sparkindex.sources.base import KeyRange
+from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.target import Target
 from sparkindex.verify.verifier import verify_alias
 from sparkindex.worker.partition import PartitionWorker, WorkerSettings
-from tests.changes.helpers import drop_pg_shop, make_pg_shop
+from tests.capture.helpers import drop_pg_shop, make_pg_shop
 from tests.e2e.shop import execute, make_shop, wait_for
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
 from tests.support.osmem import OsmemCluster

@@ -19,10 +19,10 @@ from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.redrive import redrive
-from sparkindex.jobs.repair import repair
 from sparkindex.keys import sort_key
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem
+from sparkindex.verify.repair import repair
 from sparkindex.verify.verifier import LocalResources, Verifier, VerifyReport, local_runner
 from tests.fresh_databases import fresh_database
 from tests.jobs.planting import built_documents, target_of, variant, write

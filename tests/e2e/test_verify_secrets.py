@@ -10,9 +10,9 @@ import pytest
 
 from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.verify_run import run_verify
-from sparkindex.spark.verify_job import verify_frame
 from sparkindex.verify.ranges import RangeTask, TaskOptions
+from sparkindex.verify.run import run_verify
+from sparkindex.verify.spark_tasks import verify_frame
 from tests.e2e.guarantee_helpers import pg_table, write_pipeline
 from tests.e2e.shop import store_of
 

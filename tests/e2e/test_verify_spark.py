@@ -26,7 +26,7 @@ from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.verify_run import run_verify
+from sparkindex.verify.run import run_verify
 from sparkindex.verify.verifier import VerifyReport
 from tests.e2e.guarantee_helpers import pg_table, run_cli, write_pipeline
 from tests.e2e.shop import make_shop, store_of

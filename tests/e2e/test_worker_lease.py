@@ -30,8 +30,8 @@ from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.tables import make_tables
 from sparkindex.documents.builder import make_builder
-from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.planning import resolve_plans
+from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from sparkindex.worker.partition import PartitionOutcome, PartitionWorker, WorkerSettings

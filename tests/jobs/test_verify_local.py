@@ -15,11 +15,11 @@ import pytest
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.planning import resolve_plans
-from sparkindex.jobs.repair import repair
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.targets.target import Target
+from sparkindex.verify.repair import repair
 from sparkindex.verify.verifier import LocalResources, Verifier, VerifyReport, local_runner
 from tests.e2e.shop import execute, make_shop
 from tests.jobs.planting import KINDS, built_documents, index_without_spark, plant, plant_each_kind, tantivy

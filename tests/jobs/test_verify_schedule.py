@@ -15,8 +15,8 @@ from sparkindex.coordination.recovery import holder_name
 from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
-from sparkindex.jobs.verify_run import SCHEDULE_LOCK, next_verify_at, run_scheduled_verify, run_verify
 from sparkindex.sources.registry import open_source
+from sparkindex.verify.run import SCHEDULE_LOCK, next_verify_at, run_scheduled_verify, run_verify
 from sparkindex.verify.verifier import LocalResources, Runner, local_runner
 from tests.e2e.guarantee_helpers import run_cli
 from tests.e2e.shop import make_shop, store_of

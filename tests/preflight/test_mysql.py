@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from chaos.servers import MariaDbServer, _socket_dir, _wait_for
 
 from sparkindex.demo.shop import generate_shop
-from tests.changes.helpers import write_pipeline
+from tests.capture.helpers import write_pipeline
 from tests.e2e.shop import copy_shop
 from tests.preflight.helpers import checks_of, free_port, sql_of, statuses
 

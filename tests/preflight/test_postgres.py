@@ -23,7 +23,7 @@ from chaos.servers import PgServer
 
 from sparkindex.config.urls import normalize_url
 from sparkindex.demo.shop import generate_shop
-from tests.changes.helpers import Shop, drop_pg_shop, make_pg_shop, wait_until, write_pipeline
+from tests.capture.helpers import Shop, drop_pg_shop, make_pg_shop, wait_until, write_pipeline
 from tests.e2e.shop import copy_shop
 from tests.preflight.helpers import checks_of, free_port, sql_of
 

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
+from sparkindex.capture.sync.run import SyncRun, SyncSummary
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import LogGap
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.jobs.sync.run import SyncRun, SyncSummary
-from sparkindex.jobs.verify_run import VerifyOutcome, run_verify
 from sparkindex.sources.registry import open_source
+from sparkindex.verify.run import VerifyOutcome, run_verify
 from sparkindex.verify.verifier import LocalResources, local_runner
 from tests.e2e.shop import store_of
 from tests.jobs.planting import built_documents, plant, tantivy

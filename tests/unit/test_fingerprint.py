@@ -8,8 +8,8 @@ import pytest
 from tests.e2e.shop import make_shop
 
 from sparkindex.config import load_pipeline
+from sparkindex.documents.fingerprint import plan_fingerprint
 from sparkindex.documents.planning import resolve_plans
-from sparkindex.jobs.fingerprint import plan_fingerprint
 from sparkindex.sources.registry import open_source
 
 

@@ -26,10 +26,10 @@ from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
-from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.finalize import adopt_completed_stages
 from sparkindex.sources.base import KeyRange
+from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
 from sparkindex.targets.tantivy.wire import service_address

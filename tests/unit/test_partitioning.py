@@ -21,8 +21,8 @@ import pytest
 
 from sparkindex.config.indexes import IndexConfig
 from sparkindex.config.job import JobConfig
-from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.sources.base import KeyRange, Source, TableInfo
+from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.sources.partitioning import distinct_in_order, integer_ranges, ranges_from_boundaries
 from sparkindex.sources.registry import open_source
 

@@ -3,7 +3,7 @@ row that acknowledged nothing, and no sooner than the window after the first of 
 
 from __future__ import annotations
 
-from sparkindex.changes.restarts import StreamRestarts
+from sparkindex.capture.restarts import StreamRestarts
 
 
 class Clock:

@@ -4,7 +4,7 @@ JVM's message, and the line the operator reads must carry its cause, not the wor
 
 from __future__ import annotations
 
-from sparkindex.changes.sync_errors import brief
+from sparkindex.capture.sync_errors import brief
 
 SPARK_WRAPPED = (
     "[STREAM_FAILED] Query [id = 7493c29f, runId = 4b9070ce] terminated with exception: "

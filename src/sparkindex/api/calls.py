@@ -111,7 +111,7 @@ def sync(
 ) -> SyncResult:
     """Apply what changed in the source (``sparkindex sync``). By default what was committed by
     the start, then return (``until_caught_up=False`` streams until the process stops it)."""
-    from sparkindex.jobs.sync.run import SyncRun
+    from sparkindex.capture.sync.run import SyncRun
 
     if on_gap not in (None, "reconcile", "fail"):
         raise UsageError(f"on_gap: expected 'reconcile' or 'fail', got {on_gap!r}")
@@ -137,7 +137,7 @@ def sync(
 
 
 def _verify(pipeline: PipelineArg, aliases: Sequence[str] | None, spark: Any, repair: bool) -> VerifyResult:
-    from sparkindex.jobs.verify_run import run_verify
+    from sparkindex.verify.run import run_verify
 
     outcome = run_verify(load(pipeline), aliases, repair_drift=repair, spark_factory=_factory(spark))
     body = outcome.to_json()

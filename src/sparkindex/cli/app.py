@@ -139,7 +139,7 @@ def stop(config: ConfigOpt, index: IndexOpt = None) -> None:
     from sparkindex.jobs.control import request_stop
 
     pipeline = load_pipeline(config)
-    from sparkindex.changes.control import request_sync_stop
+    from sparkindex.capture.control import request_sync_stop
 
     stopped = request_sync_stop(_store(pipeline), pipeline)  # a running `sync` of the group
     if stopped:

@@ -49,7 +49,7 @@ def sync(
     """Apply every committed insert, update and delete to the aliases, in order per document."""
     pipeline = load_pipeline(config)
     if drop_slot:
-        from sparkindex.changes.control import drop_consumer
+        from sparkindex.capture.control import drop_consumer
 
         dropped = drop_consumer(pipeline, group or pipeline.sync.group)
         err.print(f"group {escape(group or pipeline.sync.group)}: " + ("slot dropped" if dropped else "no slot"))
@@ -57,15 +57,15 @@ def sync(
             _emit({"dropped": dropped})
         raise typer.Exit(0)
     if apply_deferred:
-        from sparkindex.jobs.sync.deferred import apply_deferred as run_deferred
+        from sparkindex.capture.sync.deferred import apply_deferred as run_deferred
 
         result = run_deferred(pipeline, index, group=group)
         err.print(f"deferred changes applied: {result}")
         if json:
             _emit(result)
         raise typer.Exit(0)
+    from sparkindex.capture.sync.run import SyncRun
     from sparkindex.errors import UsageError
-    from sparkindex.jobs.sync.run import SyncRun
     from sparkindex.preflight import guard
 
     if on_gap not in (None, "reconcile", "fail"):

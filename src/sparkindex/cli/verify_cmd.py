@@ -13,7 +13,7 @@ from rich.markup import escape
 from sparkindex.cli.bars import RangeBars
 from sparkindex.cli.render import err
 from sparkindex.config.model import Pipeline
-from sparkindex.jobs.verify_run import VerifyOutcome, run_verify
+from sparkindex.verify.run import VerifyOutcome, run_verify
 from sparkindex.verify.verifier import VerifyReport
 
 

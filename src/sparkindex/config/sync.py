@@ -10,7 +10,7 @@ from sparkindex.config.base import Strict
 
 
 class ChangesConfig(Strict):
-    """Polling change capture (:mod:`sparkindex.changes.polling`): rows whose monotone ``column``
+    """Polling change capture (:mod:`sparkindex.capture.polling`): rows whose monotone ``column``
     moved past the last position, re-read with an ``overlap_s`` window for transactions that
     committed late; deletes from a ``tombstones`` table (its ``table`` names the deleted row's
     table, its ``key`` the deleted key as JSON) or, without one, a key diff every ``key_diff_every_s``."""
@@ -33,7 +33,7 @@ class ChangesConfig(Strict):
 
 
 class SyncConfig(Strict):
-    """``sync``: continuous change capture (:mod:`sparkindex.changes`)."""
+    """``sync``: continuous change capture (:mod:`sparkindex.capture`)."""
 
     source: Literal["auto", "log", "polling"] = Field(
         default="auto",

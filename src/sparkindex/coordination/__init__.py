@@ -4,7 +4,7 @@ SQL store (SQLite, PostgreSQL, MySQL/MariaDB), shared by every process of a run.
 One module per concept, each a class over the store's engine and tables: ``jobs``,
 ``partitions`` (the claim and progress) and ``resets``, ``stats``, ``locks``, ``dead_letters``,
 ``write_ahead``, ``swap_log``, ``offsets`` (consumer offsets), ``ledger`` (document versions per
-index), ``snapshots`` (deferred changes), ``holds`` (holds with their lease, sync presence,
+index), ``deferred_changes``, ``holds`` (holds with their lease, sync presence,
 hand-overs), ``deferred_runs``, ``sync_events``, ``verify_runs``. ``store.CoordinationStore``
 opens them together; ``views`` reads them for the server. Every table is defined in ``tables``
 and created or migrated only by ``engine`` (versioned migrations). The package sits low in the

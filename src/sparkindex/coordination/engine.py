@@ -122,7 +122,7 @@ def _v9_swap_log(conn: sa.Connection, tables: Tables) -> None:
 
 def _v10_first_use_tables(conn: sa.Connection, tables: Tables) -> None:
     """Adopt the tables that their modules created on first use up to version 9 (change capture's
-    offsets, ledger, snapshots, deferred runs, holds, presence and hand-overs; sync events and
+    offsets, ledger, deferred changes, deferred runs, holds, presence and hand-overs; sync events and
     gaps; verify runs; dead-letter resolutions). A store may hold none, some, or all of them, in
     the shape of whichever version made them: what is missing is created, columns added later are
     added (``sync_offset.retained_bytes``, ``sync_hold.expires_at``), and the deferred-run table of

@@ -6,7 +6,7 @@ live consumer groups at the position it caught up to, and releases the hold. Thr
 
 * ``si_sync_hold``: per alias, the reindex holding it (``holder``), until when (``expires_at``),
   and the last sync that paused it. A hold is a lease: its holder renews it while it needs it
-  (:class:`sparkindex.jobs.catch_up.HoldKeeper`), so a reindex killed between placing and
+  (:class:`sparkindex.capture.catch_up.HoldKeeper`), so a reindex killed between placing and
   releasing its holds cannot pause live syncs for ever: :meth:`SyncHolds.holds` returns only
   live holds, and a sync carries on by itself once the lease ran out. Rows from before the lease
   (``expires_at`` NULL) were placed by a version that never renews: they count as live for

@@ -8,10 +8,10 @@ consumer can read them), so a sync that restarts on another machine resumes from
 (:mod:`sparkindex.targets.search_engine.offsets`); both are :class:`ConsumerOffsets`.
 
 Change capture keeps more in the store, each concept in its own module: the version ledger
-(:mod:`.ledger`), change snapshots (:mod:`.snapshots`), holds with their lease, sync presence and
+(:mod:`.ledger`), deferred changes (:mod:`.deferred_changes`), holds with their lease, sync presence and
 hand-overs (:mod:`.holds`), deferred runs (:mod:`.deferred_runs`). The
 :class:`~sparkindex.coordination.store.CoordinationStore` offers each on its own
-(``store.offsets``, ``store.ledger``, ``store.snapshots``, ``store.sync_holds``,
+(``store.offsets``, ``store.ledger``, ``store.deferred_changes``, ``store.sync_holds``,
 ``store.deferred_runs``); no caller takes one object for all of them.
 """
 
@@ -26,8 +26,8 @@ import orjson
 import sqlalchemy as sa
 
 from sparkindex.coordination.base import StoreBase, rerun_on_conflict
+from sparkindex.coordination.deferred_changes import DeferredChange
 from sparkindex.coordination.holds import Hold, HoldTables, Presence
-from sparkindex.coordination.snapshots import DeferredChange
 from sparkindex.coordination.tables import make_tables
 
 __all__ = [

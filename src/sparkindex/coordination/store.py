@@ -3,7 +3,7 @@ change capture's state.
 
 Each concept lives in its own module and class (:mod:`jobs`, :mod:`partitions`, :mod:`resets`,
 :mod:`stats`, :mod:`locks`, :mod:`dead_letters`, :mod:`write_ahead`, :mod:`swap_log`,
-:mod:`offsets`, :mod:`ledger`, :mod:`snapshots`, :mod:`holds`, :mod:`deferred_runs`); this
+:mod:`offsets`, :mod:`ledger`, :mod:`deferred_changes`, :mod:`holds`, :mod:`deferred_runs`); this
 facade only connects, creates or upgrades the schema, and combines them, so callers keep
 constructing ``CoordinationStore(url, prefix)``.
 """
@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.base import Fence, alias_key, rerun_on_conflict, retryable
 from sparkindex.coordination.dead_letters import DeadLetterStore
+from sparkindex.coordination.deferred_changes import DeferredChanges
 from sparkindex.coordination.deferred_runs import DeferredRuns
 from sparkindex.coordination.engine import ensure_schema, make_engine
 from sparkindex.coordination.holds import SyncHolds
@@ -25,7 +26,6 @@ from sparkindex.coordination.offsets import ConsumerOffsetRows
 from sparkindex.coordination.partitions import PartitionRows
 from sparkindex.coordination.records import EntityStats
 from sparkindex.coordination.resets import PartitionResets
-from sparkindex.coordination.snapshots import ChangeSnapshots
 from sparkindex.coordination.stats import PartitionStats
 from sparkindex.coordination.swap_log import SwapLog
 from sparkindex.coordination.tables import make_tables
@@ -55,7 +55,7 @@ class CoordinationStore(JobRows, PartitionRows, PartitionResets, PartitionStats)
         # change capture's state, one concept each
         self.offsets = ConsumerOffsetRows(engine, tables)
         self.ledger = VersionLedger(engine, tables)
-        self.snapshots = ChangeSnapshots(engine, tables)
+        self.deferred_changes = DeferredChanges(engine, tables)
         self.sync_holds = SyncHolds(engine, tables)
         self.deferred_runs = DeferredRuns(engine, tables)
 

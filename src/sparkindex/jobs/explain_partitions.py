@@ -1,6 +1,6 @@
 """The partition plan ``sparkindex explain`` shows: the reindex's own calculator, nothing stored.
 
-Why a module of its own: the calculator (:func:`sparkindex.documents.calculator.plan_partitions`)
+Why a module of its own: the calculator (:func:`sparkindex.sources.partition_plan.plan_partitions`)
 estimates every partition of an index at the same size (rows / partitions), so on its own it cannot
 say which partitions are large. Where the plan is small enough, the rows of each range are counted
 here (one ``COUNT`` per range, about one scan of the table in all), which shows skewed boundaries
@@ -16,10 +16,10 @@ import sqlalchemy as sa
 
 from sparkindex.config.job import JobConfig
 from sparkindex.coordination.records import PartitionSpec
-from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.keys import document_id
 from sparkindex.sources.base import Source, coerce_key
+from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 
 #: ranges counted one by one only up to this many partitions (beyond, the estimate stands)
 COUNT_LIMIT = 64

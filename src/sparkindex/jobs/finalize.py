@@ -50,7 +50,7 @@ def finalize_job(
     keep_versions: int,
     catch_up: Any = None,
 ) -> JobRecord:
-    """*catch_up* (:class:`sparkindex.jobs.catch_up.CatchUp`): replays the changes committed
+    """*catch_up* (:class:`sparkindex.capture.catch_up.CatchUp`): replays the changes committed
     during the job into the new versions before the swap, and hands the aliases to live syncs
     (or hands them the position recorded before planning)."""
     stats = store.roll_up(job_id, fence=fence)

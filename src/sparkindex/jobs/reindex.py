@@ -23,20 +23,20 @@ from typing import Any
 import orjson
 from sqlalchemy.exc import DBAPIError
 
-from sparkindex.changes.sync_errors import brief
+from sparkindex.capture.sync_errors import brief
 from sparkindex.config.model import Pipeline
+from sparkindex.coordination.keeper import LockKeeper
 from sparkindex.coordination.records import JobRecord, PartitionRecord
 from sparkindex.coordination.recovery import NOT_RESUMABLE, holder_is_dead, holder_name, not_resumable, recover
 from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
+from sparkindex.documents.fingerprint import plan_fingerprint
 from sparkindex.documents.planning import resolve_plans, selected_aliases
 from sparkindex.errors import ConfigError, LockHeld, LockLost, PermanentError, SparkIndexError, TransientError
 from sparkindex.jobs.finalize import finalize_job
-from sparkindex.jobs.fingerprint import plan_fingerprint
 from sparkindex.jobs.head_start import HeadStart
-from sparkindex.jobs.keeper import LockKeeper
 from sparkindex.jobs.progress import ProgressListener, SilentProgress, StatsPoller
+from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.writer import TargetWriter, unmanaged_index_message
@@ -166,8 +166,8 @@ class ReindexJob:
         return self._summary(store, source, target, job, plans, time.monotonic() - started)
 
     def _catch_up(self, source: Any, store: CoordinationStore) -> Any:
-        """Changes committed during the job are replayed before the swap (jobs/catch_up.py)."""
-        from sparkindex.jobs.catch_up import CatchUp, may_catch_up
+        """Changes committed during the job are replayed before the swap (capture/catch_up.py)."""
+        from sparkindex.capture.catch_up import CatchUp, may_catch_up
 
         if not may_catch_up(self.pipeline, source):
             return None  # nothing recorded for a source that cannot capture changes

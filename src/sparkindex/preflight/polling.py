@@ -2,7 +2,7 @@
 (integers or date/times, the rule of :func:`~sparkindex.documents.plan.check_version_column`)
 and is indexed.
 
-Which column polls which table comes from :func:`~sparkindex.changes.polling_config.plan_polling`,
+Which column polls which table comes from :func:`~sparkindex.capture.polling_config.plan_polling`,
 as the sync reads it (per-table overrides, several indexes merged). A column without an index
 still works, but every poll reads the whole table, so that is a warning, not a failure.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from sparkindex.changes.polling_config import plan_polling
+from sparkindex.capture.polling_config import plan_polling
 from sparkindex.config.model import Pipeline
 from sparkindex.documents.plan import check_version_column
 from sparkindex.errors import ConfigError, TransientError

@@ -51,15 +51,15 @@ def run_checks(pipeline: Pipeline, options: Options | None = None) -> list[Check
 def wants_changes(pipeline: Pipeline, scope: Scope) -> bool:
     """A sync always captures changes; otherwise only a pipeline that asks for it (a ``sync:``
     section or ``changes:``, what makes a reindex catch up) has its prerequisites checked."""
-    from sparkindex.jobs.catch_up import wants_catch_up
+    from sparkindex.capture.catch_up import wants_catch_up
 
     return scope == "sync" or wants_catch_up(pipeline)
 
 
 def _changes(pipeline: Pipeline, found: SourceFindings, aliases: Sequence[str], options: Options) -> list[Check]:
-    from sparkindex.changes.fanout import FanOut
-    from sparkindex.changes.session import watched_tables
-    from sparkindex.changes.source import LOG_SOURCES, POLLING_SOURCE, source_kind
+    from sparkindex.capture.fanout import FanOut
+    from sparkindex.capture.session import watched_tables
+    from sparkindex.capture.source import LOG_SOURCES, POLLING_SOURCE, source_kind
 
     source = found.source
     assert source is not None

@@ -97,9 +97,9 @@ def propose_capture(
 
 def _log_problems(pipeline: Pipeline, source: Source, plans: dict[str, IndexPlan]) -> tuple[str | None, list[str]]:
     """(what stops the server's log being followed at all, what each table still needs)."""
-    from sparkindex.changes.fanout import FanOut
-    from sparkindex.changes.session import watched_tables
-    from sparkindex.changes.source import LOG_SOURCES, open_change_source
+    from sparkindex.capture.fanout import FanOut
+    from sparkindex.capture.session import watched_tables
+    from sparkindex.capture.source import LOG_SOURCES, open_change_source
     from sparkindex.sources.change_source import WatchedTable
 
     if source.dialect_name not in LOG_SOURCES:
@@ -199,9 +199,9 @@ def _polling(
 def _polling_refused(
     pipeline: Pipeline, source: Source, plans: dict[str, IndexPlan], proposal: dict[str, Polling]
 ) -> str | None:
-    from sparkindex.changes.fanout import FanOut
-    from sparkindex.changes.session import watched_tables
-    from sparkindex.changes.source import open_change_source
+    from sparkindex.capture.fanout import FanOut
+    from sparkindex.capture.session import watched_tables
+    from sparkindex.capture.source import open_change_source
 
     candidate = pipeline.model_copy(deep=True, update={"sync": SyncConfig(source="polling")})
     for idx in candidate.indexes:

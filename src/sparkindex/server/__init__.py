@@ -26,6 +26,6 @@ a job), and Spark never starts inside it.
   group's error counters.
 * ``verified``: ``GET /api/verify/aliases``: each alias's last verify and the drift it found, with sample ids.
 * ``scheduled_verify``: ``verify: {every: ...}`` as ``serve`` runs it, in a subprocess. The "is it due" rule and
-  the lock are :mod:`sparkindex.jobs.verify_run`'s.
+  the lock are :mod:`sparkindex.verify.run`'s.
 * ``static/``: the self-contained page (HTML, CSS, JavaScript).
 """

@@ -2,7 +2,7 @@
 
 The check itself, its "is it due" rule (the last *scheduled* run of each alias, recorded in the
 store) and its lock (one process at a time, whether ``serve`` or ``sync`` asks) belong to
-:mod:`sparkindex.jobs.verify_run`. The server only decides when to look, and runs the check as a
+:mod:`sparkindex.verify.run`. The server only decides when to look, and runs the check as a
 subprocess, ``python -m sparkindex.server.scheduled_verify -c pipeline.yaml``, so Spark never
 starts inside the server. The subprocess prints one JSON object: the outcome, or why it skipped.
 """
@@ -37,7 +37,7 @@ async def schedule(state: ServerState) -> None:
     if not state.pipeline.verify.every:
         return
     try:
-        from sparkindex.jobs.verify_run import next_verify_at
+        from sparkindex.verify.run import next_verify_at
     except ImportError:  # a sparkindex without recorded verify runs: nothing to schedule with
         log.warning("verify.every is set but this sparkindex cannot schedule verify runs")
         return
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-c", "--config", required=True)
     args = parser.parse_args(argv)
     from sparkindex.config import load_pipeline
-    from sparkindex.jobs.verify_run import run_scheduled_verify
+    from sparkindex.verify.run import run_scheduled_verify
 
     try:
         outcome = run_scheduled_verify(load_pipeline(args.config))

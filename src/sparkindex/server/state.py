@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkindex.changes.consumer_offsets import open_consumer_offsets
+from sparkindex.capture.consumer_offsets import open_consumer_offsets
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.offsets import ConsumerOffsets

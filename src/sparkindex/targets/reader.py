@@ -8,11 +8,12 @@ refuses (:class:`PermanentError`), which verify and the readers handle.
 
 from __future__ import annotations
 
+import itertools
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sparkindex.errors import PermanentError
+from sparkindex.errors import PermanentError, SparkIndexError
 from sparkindex.targets.base import KeyBounds, SearchHit, StoredDocument, TargetHandle
 
 
@@ -60,3 +61,19 @@ class TargetReader(TargetHandle):
     def key_splits(self, name: str, parts: int) -> list[str]:
         """Up to ``parts - 1`` sort keys that cut the index into about equal ranges, ascending."""
         raise PermanentError(f"{type(self).__name__} cannot split its keys into ranges")
+
+    # -- final ----------------------------------------------------------------------------------------
+    def key_ranges(self, name: str, parts: int, notes: list[str]) -> list[tuple[str | None, str | None]]:
+        """About *parts* sort-key ranges ``(lo, hi)`` of *name* that cover it, unbounded at both
+        ends; one range, and a line in *notes* saying why, when this backend cannot split keys.
+        Verify cuts its index side with these, and change capture spreads a TRUNCATE over them."""
+        splits: list[str] = []
+        if parts > 1:
+            try:
+                splits = self.key_splits(name, parts)
+            except (SparkIndexError, NotImplementedError) as exc:
+                notes.append(
+                    f"the index side was scanned as one range: {type(self).__name__} cannot split keys ({exc})"
+                )
+        edges: list[str | None] = [None, *dict.fromkeys(sorted(splits)), None]
+        return list(itertools.pairwise(edges))

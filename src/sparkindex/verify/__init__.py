@@ -1,9 +1,9 @@
 """Verification: does the index behind an alias equal the source, document for document?
 
-Engine-neutral, like the partition worker: the same range task runs on Spark (:mod:`sparkindex.spark.verify_job`)
+Engine-neutral, like the partition worker: the same range task runs on Spark (:mod:`sparkindex.verify.spark_tasks`)
 or in process, and nothing on the driver grows with the index (tasks return counts and a bounded sample of ids).
-The command, its schedule and its history are :mod:`sparkindex.jobs.verify_run`; repair's passes are
-:mod:`sparkindex.jobs.repair`. The sync's range rescans cut their ranges with this planner, so this sits below
+The command, its schedule and its history are :mod:`sparkindex.verify.run`; repair's passes are
+:mod:`sparkindex.verify.repair`. The sync's range rescans cut their ranges with this planner, so this sits below
 ``changes``.
 
 * ``verifier``: the driver's side: the kinds of drift, key-range tasks of the source (the reindex's partition plan)

@@ -1,6 +1,6 @@
 """One verify task: compare one key range of the source, or of the index, and optionally fix it.
 
-Engine-neutral, like the partition worker: a Spark task (:mod:`sparkindex.spark.verify_job`)
+Engine-neutral, like the partition worker: a Spark task (:mod:`sparkindex.verify.spark_tasks`)
 and the in-process runner both call :func:`run_range_task` with what a worker process holds
 (source, target, store, builders). See :mod:`sparkindex.verify.verifier` for the design.
 

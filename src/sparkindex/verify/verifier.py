@@ -33,7 +33,6 @@ it again (or ``--repair``, which verifies a second time) to tell drift from moti
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,12 +40,12 @@ from typing import Any, Protocol
 
 from sparkindex.config.job import JobConfig
 from sparkindex.documents.builder import DocumentBuilder, make_builder
-from sparkindex.documents.calculator import EntityPlanInput, plan_partitions
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.errors import SparkIndexError
 from sparkindex.keys import dump_key
 from sparkindex.sources.base import Source
+from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.target import Target
 from sparkindex.verify.drift import KINDS, DriftCounts, RangeSummary
@@ -105,14 +104,7 @@ def source_tasks(
 
 def index_tasks(target: TargetReader, alias: str, index: str, parts: int, notes: list[str]) -> list[RangeTask]:
     """Sort-key ranges of *index*: about *parts* of them, or one when the target cannot split."""
-    splits: list[str] = []
-    if parts > 1:
-        try:
-            splits = target.key_splits(index, parts)
-        except (SparkIndexError, NotImplementedError) as exc:
-            notes.append(f"the index side was scanned as one range: {type(target).__name__} cannot split keys ({exc})")
-    edges: list[str | None] = [None, *dict.fromkeys(sorted(splits)), None]
-    return [RangeTask(alias, index, "index", lo=lo, hi=hi) for lo, hi in itertools.pairwise(edges)]
+    return [RangeTask(alias, index, "index", lo=lo, hi=hi) for lo, hi in target.key_ranges(index, parts, notes)]
 
 
 # -- running -------------------------------------------------------------------------------------------

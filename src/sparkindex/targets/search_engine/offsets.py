@@ -9,7 +9,7 @@ After the index-based-offsets seed. One small index (``sync.offsets_index``, one
   the checkpoint.
 
 Several pipelines may share the index (and group names such as ``default``): every document
-carries its pipeline's *namespace* (:func:`sparkindex.changes.consumer_offsets.offsets_namespace`)
+carries its pipeline's *namespace* (:func:`sparkindex.capture.consumer_offsets.offsets_namespace`)
 and every read and delete is limited to it.
 
 Why both: a bulk request is not a transaction. Should the checkpoint be lost while its batch's

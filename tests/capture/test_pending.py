@@ -15,33 +15,33 @@ from typing import Any
 import pytest
 
 from sparkindex.capture.sync.run import SyncRun
+from sparkindex.sources.change_source import ChangeSource
 from tests.capture.helpers import KINDS, Shop, drop_shop, make_shop
 
 
 @pytest.fixture(params=KINDS)
-def prepared(request: Any, tmp_path: Path, services: dict[str, str]) -> Iterator[tuple[Shop, SyncRun]]:
+def prepared(request: Any, tmp_path: Path, services: dict[str, str]) -> Iterator[tuple[Shop, ChangeSource]]:
     shop = make_shop(request.param, tmp_path / "shop", services, products=20)
-    run = SyncRun(shop.pipeline, None, until_caught_up=True)
-    run.prepare()
+    feed = SyncRun(shop.pipeline, None, until_caught_up=True).prepare()
     try:
-        yield shop, run
+        yield shop, feed.changes
     finally:
-        run.changes.drop()
-        run.changes.close()
+        feed.changes.drop()
+        feed.close()
         drop_shop(request.param, shop, services)
 
 
-def test_a_change_behind_unrelated_transactions_is_still_pending(prepared: tuple[Shop, SyncRun]) -> None:
-    shop, run = prepared
-    start = run.changes.start()
+def test_a_change_behind_unrelated_transactions_is_still_pending(prepared: tuple[Shop, ChangeSource]) -> None:
+    shop, changes = prepared
+    start = changes.start()
     shop.sql("CREATE TABLE unrelated (x INT)")
     for i in range(5):
         shop.sql(f"INSERT INTO unrelated VALUES ({i})")
-    assert not run.changes.pending(start, run.changes.head()), "only unrelated transactions so far"
+    assert not changes.pending(start, changes.head()), "only unrelated transactions so far"
     shop.sql("UPDATE products SET stock = stock + 1 WHERE id <= 3")
-    head = run.changes.head()
-    assert run.changes.pending(start, head)
+    head = changes.head()
+    assert changes.pending(start, head)
     # and once everything up to the head is read, nothing is
-    batch = run.changes.read(start, 1000, head)
+    batch = changes.read(start, 1000, head)
     assert {c.table for c in batch.changes} == {"products"} and len(batch.changes) == 3
-    assert not run.changes.pending(batch.offset, head)
+    assert not changes.pending(batch.offset, head)

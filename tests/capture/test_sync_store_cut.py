@@ -55,18 +55,20 @@ def test_a_batch_meeting_the_store_out_of_reach_is_abandoned_not_raised(
 ) -> None:
     shop, proxy = shop_and_proxy
     run = SyncRun(shop.pipeline, until_caught_up=True, spark_factory=lambda: spark)
-    run.prepare()
+    feed = run.prepare()
+    stream, _gaps, _holds = run._parts(feed)
     try:
         change = Change(table="products", op="update", position=10, old=None, new={"id": 1}, ts=1.0)
         batch = spark.createDataFrame([change.to_row(), end_row({"lsn": 10}, 10, 1.0)], STREAM_DDL)
         proxy.stop()  # the store is cut: the holds cannot be read, nothing can be acknowledged
-        run._sink(spark, shop.pipeline.wire_string(), batch, 0)  # Spark's foreachBatch callback
-        assert run._sink_failure is not None and run._sink_failure.startswith("batch 0 abandoned"), run._sink_failure
+        stream.sink(spark, shop.pipeline.wire_string(), batch, 0)  # Spark's foreachBatch callback
+        failure = run.state.sink_failure
+        assert failure is not None and failure.startswith("batch 0 abandoned"), failure
         assert run.totals.batches == 0, "an abandoned batch is never acknowledged"
         assert run.error is None, "a store out of reach is not the end of the sync"
         proxy.start()
     finally:
-        run.changes.close()
+        feed.close()
     # with the store back, the whole sync catches up and the index equals the source
     shop.sql("UPDATE products SET name = name || ' (renamed)' WHERE id <= 5")
     summary = shop.sync(spark)

@@ -1,4 +1,4 @@
-"""Guarantee 6: changes committed to the source during a full reindex are in the new index when
+"""Changes committed to the source during a full reindex are in the new index when
 the alias moves.
 
 search-center's "floating garbage" step, made exact with the change log (log replay after the
@@ -30,7 +30,7 @@ alias that its log still serves, or a running sync serves it. Otherwise it recor
 leaving nothing on the server (the head position, no slot), and after the swap gives the live
 group (``sync.group``) an offset at P0 on the new version: the first sync continues from P0
 (exactly, by MariaDB GTID) or, on PostgreSQL where no slot kept the WAL, finds the gap and
-reconciles it (guarantee 9). A source that cannot capture changes (SQLite without ``changes:``,
+reconciles it (:mod:`sparkindex.capture.sync.gaps`). A source that cannot capture changes (SQLite without ``changes:``,
 a server without ``wal_level = logical``) gets nothing recorded.
 """
 
@@ -43,13 +43,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sparkindex.capture.catch_up_round import CatchUpRound
 from sparkindex.capture.consumer_offsets import open_consumer_offsets
 from sparkindex.capture.fanout import FanOut
 from sparkindex.capture.hold_keeper import HoldKeeper
 from sparkindex.capture.session import watched_tables
 from sparkindex.capture.source import LOG_SOURCES, open_change_source, source_kind
-from sparkindex.capture.sync import run as runner
 from sparkindex.capture.sync.gaps import find_gaps
+from sparkindex.capture.sync_lock import source_key, sync_lock_key
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.offsets import GroupOffset
 from sparkindex.coordination.store import CoordinationStore
@@ -275,19 +276,15 @@ class CatchUp:
             previous = took
 
     def _round(self, job_id: str, targets: Mapping[str, str]) -> Any:
-        run = runner.SyncRun(
+        return CatchUpRound(
             self.pipeline,
             self.aliases,
             group=catch_up_group(job_id),
             consumer=self.consumer,
-            until_caught_up=True,
-            spark_factory=self.spark,
             indexes=targets,
-            lock=False,
-            holder=self.holder(job_id),
             plans=self.plans,
-        )
-        return run.run()
+            spark_factory=self.spark,
+        ).run()
 
     def _last_round(self, job_id: str, targets: Mapping[str, str]) -> None:
         """The live group's slot is made (at S) and the head H read, then the last round replays
@@ -361,7 +358,7 @@ class CatchUp:
     def _sync_holders(self, group: str) -> list[str]:
         """The running syncs of *group* on this source (by their lock; the lock without the
         source is an older version's)."""
-        keys = [runner.sync_lock_key(group, runner.source_key(self.pipeline)), runner.sync_lock_key(group)]
+        keys = [sync_lock_key(group, source_key(self.pipeline)), sync_lock_key(group)]
         return [lock.holder for lock in self.store.locks.unexpired(keys)]
 
     def _live_groups(self, with_default: bool = True) -> set[str]:

@@ -9,30 +9,36 @@ gives up within its window here instead of waiting for ever.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from typing import Any
 
 from sparkindex.capture.restarts import BOUNDED_WINDOW_S
+from sparkindex.capture.sync.state import RunState
 from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.errors import TransientError
 
 log = logging.getLogger(__name__)
 
 
-class EventWatching:
-    """Mixed into :class:`sparkindex.capture.sync.run.SyncRun`, which provides these attributes."""
+class EventWatcher:
+    """Counts the driver's own errors in the store and shows those the other processes counted."""
 
-    group: str
-    events: SyncEvents
-    until_caught_up: bool
-    until: Any
-    error: BaseException | None
-    stop_requested: threading.Event
-    _events_seen: dict[str, int]
-    _last_progress: float
+    def __init__(self, events: SyncEvents, group: str, state: RunState, *, bounded: bool) -> None:
+        self.events = events
+        self.group = group
+        self.state = state
+        self.bounded = bounded
+        #: the error events already shown on the terminal: the count per kind
+        self._seen: dict[str, int] = {}
 
-    def _show_events(self) -> None:
+    def count(self, kind: str, message: str) -> None:
+        """Count an error where the server's metrics see it; a store that is down must not turn
+        a retried failure into the end of the sync."""
+        try:
+            self.events.record(self.group, kind, message)
+        except Exception as exc:  # noqa: BLE001 - counting is best effort; the failure itself is logged by the caller
+            log.warning("could not count a %s error in the store: %s", kind, exc)
+
+    def show(self) -> None:
         """Errors counted by the log reader and the apply tasks (processes Spark owns, whose logs
         never reach this terminal) are shown here at WARN; a bounded run whose source keeps
         failing without progress gives up within its window instead of waiting for ever."""
@@ -46,15 +52,16 @@ class EventWatching:
             event = events.get(kind)
             if event is None:
                 continue
-            seen = self._events_seen.setdefault(kind, event.count)
+            seen = self._seen.setdefault(kind, event.count)
             if event.count > seen:
                 fresh = True
-                self._events_seen[kind] = event.count
+                self._seen[kind] = event.count
                 log.warning("change capture (%s, %d so far): %s", kind, event.count, event.message)
-        bounded = self.until_caught_up or self.until is not None
-        if fresh and bounded and time.monotonic() - self._last_progress > BOUNDED_WINDOW_S:
-            self.error = TransientError(
-                f"consumer group {self.group!r}: no progress for {BOUNDED_WINDOW_S:.0f} s while the source kept "
-                f"failing; last: {events[next(k for k in ('source', 'apply') if k in events)].message}"
+        if fresh and self.bounded and time.monotonic() - self.state.last_progress > BOUNDED_WINDOW_S:
+            last = events[next(k for k in ("source", "apply") if k in events)].message
+            self.state.fail(
+                TransientError(
+                    f"consumer group {self.group!r}: no progress for {BOUNDED_WINDOW_S:.0f} s while the source kept "
+                    f"failing; last: {last}"
+                )
             )
-            self.stop_requested.set()

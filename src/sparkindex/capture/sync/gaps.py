@@ -1,4 +1,4 @@
-"""Guarantee 9: a sync never carries on past a gap in its log as if nothing happened.
+"""A sync never carries on past a gap in its log as if nothing happened.
 
 A gap is a stored position the log can no longer serve: a slot dropped and created again (it
 starts at the head of the WAL), a slot advanced by someone else, binlogs purged past the stored
@@ -24,14 +24,13 @@ from typing import Any, Literal
 
 import orjson
 
-from sparkindex.capture.sync.summary import SyncSummary
+from sparkindex.capture.sync.feed import Feed
+from sparkindex.capture.sync.state import RunState
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import error_line
-from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
-from sparkindex.coordination.sync_events import SyncEvents
-from sparkindex.errors import LogGap, TransientError
+from sparkindex.coordination.offsets import GroupOffset
+from sparkindex.errors import LogGap
 from sparkindex.sources.change_source import ChangeSource, Gap
-from sparkindex.targets.base import TargetHandle
 
 log = logging.getLogger(__name__)
 
@@ -122,51 +121,45 @@ def reconcile(
     return reconciled, rejected
 
 
-class GapHealing:
-    """The part of a sync run (:class:`sparkindex.capture.sync.run.SyncRun`) that proves its log can
-    serve the stored offsets, heals or refuses gaps, and stores the head a bounded run caught up
-    to. Kept apart from the streaming loop; the run provides these attributes."""
+class GapHealer:
+    """Proves the log can serve the stored offsets of a stream run, and heals or refuses gaps.
 
-    pipeline: Pipeline
-    group: str
-    aliases: list[str]
-    fixed_indexes: dict[str, str]
-    on_gap: Literal["reconcile", "fail"]
-    changes: ChangeSource
-    positions: ConsumerOffsets
-    target: TargetHandle
-    store: Any
-    events: SyncEvents
-    totals: SyncSummary
-    on_ack: Callable[[int], None] | None
-    _acked: dict[str, Any] | None
-    _until: dict[str, Any] | None
+    A live sync reconciles (``sync.on_gap: reconcile``) or refuses (``fail``); a reindex's
+    catch-up always refuses, since it cannot repair a version nobody reads yet: its job fails,
+    and ``reindex --new`` starts afresh.
+    """
 
-    def _spark(self) -> Any:
-        raise NotImplementedError
+    def __init__(
+        self,
+        feed: Feed,
+        state: RunState,
+        *,
+        on_gap: Literal["reconcile", "fail"],
+        index_of: Callable[[str], str | None],
+        spark: Callable[[], Any],
+        count: Callable[[str, str], None],
+    ) -> None:
+        self.feed = feed
+        self.state = state
+        self.on_gap = on_gap
+        #: the index an alias points at (a catch-up's versions are pointed at by none yet)
+        self.index_of = index_of
+        self.spark = spark
+        self.count = count
 
-    def _index(self, alias: str) -> str:
-        raise NotImplementedError
-
-    def _count(self, kind: str, message: str) -> None:
-        raise NotImplementedError
-
-    def _heal_gaps(self) -> bool:
+    def heal(self) -> bool:
         """Find the aliases whose stored offset the log cannot serve; reconcile them (the position
         now first, then verify/repair on Spark, then that position stored) or refuse. True when
         a gap was healed."""
-        catch_up = bool(self.fixed_indexes)
-        index_of = (lambda _a: None) if catch_up else self.target.alias_target
-        gaps = find_gaps(self.changes, self.group, self.positions.offsets(self.group), self.aliases, index_of)
+        feed = self.feed
+        gaps = find_gaps(feed.changes, feed.group, feed.positions.offsets(feed.group), feed.aliases, self.index_of)
         if not gaps:
             return False
         for gap in gaps:
-            self._count("gap", f"{gap.alias}: {gap.reason}")
+            self.count("gap", f"{gap.alias}: {gap.reason}")
         recorded = self._gaps_found(gaps)
-        if catch_up or self.on_gap == "fail":
-            # a reindex's catch-up cannot repair a version nobody reads yet: its job fails, and
-            # `reindex --new` starts afresh
-            error = refusal(self.pipeline, self.group, gaps)
+        if self.on_gap == "fail":
+            error = refusal(feed.pipeline, feed.group, gaps)
             self._gaps_ended(recorded, "refused", detail=str(error))
             raise error
         try:
@@ -183,11 +176,11 @@ class GapHealing:
         recorded: dict[str, str] = {}
         for gap in gaps:
             try:
-                recorded[gap.alias] = self.events.gap_found(
-                    self.group, gap.alias, gap.reason, gap.stored, gap.available
+                recorded[gap.alias] = self.feed.events.gap_found(
+                    self.feed.group, gap.alias, gap.reason, gap.stored, gap.available
                 )
-            except Exception as exc:  # noqa: BLE001 - the history is best effort
-                log.debug("could not record the gap of %s: %s", gap.alias, exc)
+            except Exception as exc:  # noqa: BLE001 - the history is best effort, but an operator must hear of a hole in it
+                log.warning("could not record the gap of %s in the store's history: %s", gap.alias, exc)
         return recorded
 
     def _gaps_ended(
@@ -201,47 +194,48 @@ class GapHealing:
     ) -> None:
         for alias, gap_id in recorded.items():
             try:
-                self.events.gap_ended(
+                self.feed.events.gap_ended(
                     gap_id,
                     outcome,
                     position=None if positions is None else positions.get(alias),
                     found=None if found is None else found.get(alias),
                     detail=detail,
                 )
-            except Exception as exc:  # noqa: BLE001 - the history is best effort
-                log.debug("could not record how the gap of %s ended: %s", alias, exc)
+            except Exception as exc:  # noqa: BLE001 - the history is best effort, but an operator must hear of a hole in it
+                log.warning("could not record how the gap of %s ended in the store's history: %s", alias, exc)
 
     def _reconcile(self, gaps: list[AliasGap], recorded: Mapping[str, str]) -> None:
+        feed, changes, group = self.feed, self.feed.changes, self.feed.group
         aliases = sorted({g.alias for g in gaps})
         for gap in gaps:
-            log.warning("gap in the change log of group %r: %s; reconciling", self.group, gap.reason)
-        now = self.changes.start()  # P: the log serves everything after it from here on
-        behind = [g for g in gaps if g.stored is not None and self.changes.position(now) < g.stored]
+            log.warning("gap in the change log of group %r: %s; reconciling", group, gap.reason)
+        now = changes.start()  # P: the log serves everything after it from here on
+        behind = [g for g in gaps if g.stored is not None and changes.position(now) < g.stored]
         if behind:
             # Positions are the documents' external versions: from a log whose positions went
             # backwards (another server, a restored or reset one) every later write would lose to
             # what the index holds and be skipped as obsolete. Only a rebuild starts afresh.
             raise LogGap(
-                f"consumer group {self.group!r}: the log now starts at position {self.changes.position(now)}, "
+                f"consumer group {group!r}: the log now starts at position {changes.position(now)}, "
                 f"below the stored {', '.join(f'{g.alias}: {g.stored}' for g in behind)} (another server, or a "
                 "restored or reset one): writes ordered by those positions would be rejected as obsolete. Rebuild "
-                f"with `sparkindex reindex -c {self.pipeline.origin} --new`, then sync",
+                f"with `sparkindex reindex -c {feed.pipeline.origin} --new`, then sync",
                 alias=behind[0].alias,
                 stored=behind[0].stored,
-                available=self.changes.position(now),
+                available=changes.position(now),
             )
-        at_p = {a: self.target.alias_target(a) for a in aliases}
-        found, rejected = reconcile(self.pipeline, aliases, self._spark, self.store)
+        at_p = {a: feed.target.alias_target(a) for a in aliases}
+        found, rejected = reconcile(feed.pipeline, aliases, self.spark, feed.store)
         # P is stored only where the alias still points at the index the repair made equal to
         # the source: a reindex that swapped it meanwhile handed the group its own position on
         # the new version, which stands (storing P there would skip what the new version lacks)
-        kept = {a: idx for a, idx in at_p.items() if idx is not None and self.target.alias_target(a) == idx}
+        kept = {a: idx for a, idx in at_p.items() if idx is not None and feed.target.alias_target(a) == idx}
         for alias in sorted(set(aliases) - set(kept)):
             log.warning("alias %s was swapped while its gap was reconciled: the reindex's hand-over stands", alias)
         if kept:
-            self.positions.save(self.group, {a: (self.changes.position(now), now, idx) for a, idx in kept.items()})
-        self.totals.reconciled.update(found)
-        self.totals.failed += rejected
+            feed.positions.save(group, {a: (changes.position(now), now, idx) for a, idx in kept.items()})
+        self.state.totals.reconciled.update(found)
+        self.state.totals.failed += rejected
         notes = [f"{rejected} document(s) rejected by the target (dead letters)"] if rejected else []
         swapped = sorted(set(aliases) - set(kept))
         if swapped:
@@ -249,43 +243,14 @@ class GapHealing:
         self._gaps_ended(
             recorded,
             "reconciled",
-            positions={a: self.changes.position(now) for a in kept},
+            positions={a: changes.position(now) for a in kept},
             found=found,
             detail="; ".join(notes) or None,
         )
-        self._acked = None  # the stream starts again from the stored offsets
+        self.state.acked = None  # the stream starts again from the stored offsets
         log.warning(
             "group %r: gap reconciled from position %s on: %s",
-            self.group,
-            self.changes.position(now),
+            group,
+            changes.position(now),
             "; ".join(f"{a}: " + ", ".join(f"{n} {k}" for k, n in c.items()) for a, c in found.items()),
         )
-
-    def _finish_caught_up(self) -> None:
-        """A bounded run found nothing more up to the head it recorded: where the source resumes
-        from a head exactly (a PostgreSQL LSN), the aliases are stored at that head, so that the
-        offset handed on (to a live group, after a reindex) is never below a slot made meanwhile."""
-        until = self._until
-        if until is None or not self.changes.head_is_resumable:
-            return
-        head = self.changes.position(until)
-        saved = self.positions.offsets(self.group)
-        behind = {a: (head, until, saved[a].index) for a in self.aliases if a in saved and saved[a].position < head}
-        if not behind:
-            return
-        self.positions.save(self.group, behind)
-        self._acked = dict(until)
-        self.totals.position = head
-        if self.on_ack is not None:
-            self.on_ack(head)
-        try:
-            self.changes.acknowledge(self._lowest().offset)
-        except (TransientError, LogGap) as exc:
-            log.warning("could not release the change log up to %s yet: %s", head, exc)
-
-    def _lowest(self) -> GroupOffset:
-        """The offset the log may let go up to: the lowest of every alias of this pipeline in the
-        group (a sync of some aliases must not release what the others still need)."""
-        saved = self.positions.offsets(self.group)
-        mine = {i.alias for i in self.pipeline.indexes}
-        return min((o for a, o in saved.items() if a in mine), key=lambda o: o.position)

@@ -8,13 +8,13 @@ position and swaps, then releases the hold with the offsets the sync continues f
 from __future__ import annotations
 
 import logging
-import threading
 
 from sparkindex.capture.session import resolve_consumer_plan
+from sparkindex.capture.sync.feed import Feed
+from sparkindex.capture.sync.state import RunState
 from sparkindex.capture.sync_errors import brief
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
-from sparkindex.coordination.store import CoordinationStore
+from sparkindex.coordination.offsets import GroupOffset
 from sparkindex.documents.fingerprint import plan_fingerprint
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import ConfigError, PermanentError, TransientError
@@ -23,73 +23,65 @@ from sparkindex.sources.registry import open_source
 log = logging.getLogger(__name__)
 
 
-class HoldAnswering:
-    """Mixed into :class:`sparkindex.capture.sync.run.SyncRun`, which provides these attributes."""
+class HoldResponder:
+    """Answers the holds a reindex places on the aliases a live sync serves."""
 
-    group: str
-    aliases: list[str]
-    lock: bool
-    holder: str
-    hold_owner: str | None
-    store: CoordinationStore
-    positions: ConsumerOffsets
-    stop_requested: threading.Event
-    _was_held: bool
+    def __init__(self, feed: Feed, state: RunState, holder: str) -> None:
+        self.feed = feed
+        self.state = state
+        self.holder = holder
+        self._was_held = False  # one of our aliases was held by a reindex at the last look
 
-    pipeline: Pipeline
-    plans: dict[str, IndexPlan]
-    error: BaseException | None
-
-    def _pause_held(self) -> bool:
+    def pause_held(self) -> bool:
         """Answer every hold on our aliases with the position we applied; True if any is held."""
-        if self.lock is False:
-            return False  # a catch-up: it is the holder, not a live sync
-        holds = {a: h for a, h in self.store.sync_holds.holds(self.aliases).items() if h.holder != self.hold_owner}
+        feed = self.feed
+        holds = feed.store.sync_holds.holds(feed.aliases)
         if not holds:
             if self._was_held:  # a hand-over just ended: the alias may point at a version of another plan
                 self._was_held = not self._after_hand_over()
             return False  # the common case, polled often: no offsets read
         self._was_held = True
-        saved = self.positions.offsets(self.group)
+        saved = feed.positions.offsets(feed.group)
         for alias, hold in holds.items():
             if hold.paused_by != self.holder:
                 mine = saved.get(alias)  # none yet: a first sync, or a gap about to be reconciled
-                self.store.sync_holds.pause(alias, hold.holder, mine.position if mine else 0, self.holder)
+                feed.store.sync_holds.pause(alias, hold.holder, mine.position if mine else 0, self.holder)
         return bool(holds)
 
-    def _wait_for_holds(self) -> dict[str, GroupOffset]:
+    def wait(self) -> dict[str, GroupOffset]:
         """A reindex about to swap an alias holds it: pause (report where we are), wait until it
         is released, then continue from the offsets the reindex handed over."""
-        while self._pause_held() and not self.stop_requested.wait(0.1):
+        while self.pause_held() and not self.state.stop_requested.wait(0.1):
             pass  # held: polling the store until the reindex releases the alias
-        return self.positions.offsets(self.group)
+        return self.feed.positions.offsets(self.feed.group)
 
     def _after_hand_over(self) -> bool:
         """A reindex just swapped one of our aliases to a version it built from the schema it
         saw. Documents this sync writes must have that version's shape: if the plans differ now
         (a column added, a relation changed), it stops and says so; a restart follows the new
         plans. True when checked (a source out of reach is checked again at the next look)."""
-        p = self.pipeline
+        p, aliases, plans = self.feed.pipeline, self.feed.aliases, self.feed.plans
         try:
             source = open_source(p.source_url(), p.job.source_timeout_s)
             try:
-                now = {a: resolve_consumer_plan(p, source, a) for a in self.aliases}
+                now = {a: resolve_consumer_plan(p, source, a) for a in aliases}
             finally:
                 source.close()
         except TransientError as exc:
             log.warning("checking the plans after a hand-over (checked again shortly): %s", brief(exc))
             return False
         except ConfigError as exc:
-            self.error, now = exc, {}
-        changed = [a for a in now if _shape(a, now[a], p) != _shape(a, self.plans[a], p)]
+            self.state.fail(exc)
+            return True
+        changed = [a for a in now if _shape(a, now[a], p) != _shape(a, plans[a], p)]
         if changed:
-            self.error = PermanentError(
-                f"alias(es) {', '.join(changed)} were rebuilt by a reindex from another plan than this sync's (the "
-                "schema changed since the sync started); the sync stopped so as not to write documents of the old "
-                "shape into the new version: start it again to follow the new plan"
+            self.state.fail(
+                PermanentError(
+                    f"alias(es) {', '.join(changed)} were rebuilt by a reindex from another plan than this sync's (the "
+                    "schema changed since the sync started); the sync stopped so as not to write documents of the "
+                    "old shape into the new version: start it again to follow the new plan"
+                )
             )
-        if self.error is not None:
-            self.stop_requested.set()
         return True
 
 

@@ -1,0 +1,50 @@
+"""What the parts of one stream run share while it runs: whether to stop and why, the position
+acknowledged last, and the running totals.
+
+The stream, its sink, the gap healer and the event watcher are separate objects; each is handed
+this one record instead of reaching into another's attributes. Spark's foreachBatch calls the
+sink on a thread of its own, so the flags that cross threads are events.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkindex.capture.sync.summary import SyncSummary
+
+
+@dataclass
+class RunState:
+    totals: SyncSummary
+    #: set by a signal, ``sparkindex stop``, a lost lock or a permanent error: the run ends after its batch
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+    #: set once a streaming query runs
+    streaming: threading.Event = field(default_factory=threading.Event)
+    #: set while the sink applies a batch (a hold, or the end of a bounded run, waits for it)
+    batch_running: threading.Event = field(default_factory=threading.Event)
+    #: what ends the run with an error once the stream is down
+    error: BaseException | None = None
+    #: why the sink gave the current query up (the store out of reach): the query is ended and
+    #: started again from the acknowledged position, never raised back through Py4J
+    sink_failure: str | None = None
+    #: the source offset acknowledged last (None: read the stored offsets)
+    acked: dict[str, Any] | None = None
+    #: a bounded run's head, recorded at its start
+    until_head: dict[str, Any] | None = None
+    #: a bounded run that found nothing more up to that head
+    caught_up: bool = False
+    #: the commit time of the last change acknowledged, for the lag reported
+    last_ts: float = 0.0
+    #: when the last batch was acknowledged (a bounded run gives up after a window without progress)
+    last_progress: float = field(default_factory=time.monotonic)
+    #: called with the position after every acknowledged batch (the benchmark's clock)
+    on_ack: Callable[[int], None] | None = None
+
+    def fail(self, error: BaseException) -> None:
+        """End the run with *error* after the batch in flight."""
+        self.error = error
+        self.stop_requested.set()

@@ -1,7 +1,7 @@
 """An independent baseline for the wide-child-rows shape: the loop a user writes without sparkindex.
 
 Why a second baseline: bench/naive.py reuses the pipeline's own DocumentBuilder and Tantivy
-conversion, so a ratio against it can never show that those are too slow (issue 19). This loop
+conversion, so a ratio against it can never show that those are too slow. This loop
 shares none of the package's code on its path: the raw driver (``sqlite3``, psycopg), keyset pages
 of the root (``WHERE id > last ORDER BY id LIMIT 1000``), the lines of a page by one ``IN`` query
 (``= ANY(%s)`` on PostgreSQL, psycopg's spelling of it), the customer -> company -> country chain

@@ -1,4 +1,4 @@
-"""Peak memory per Python worker, at a small and at a large row count (issue 6: flat, <= 1.3x).
+"""Peak memory per Python worker, at a small and at a large row count (the target: flat, <= 1.3x).
 
 Why: a worker that accumulates per-partition state (ids, hashes, a whole partition's documents)
 grows with the data and dies on the first real table; one that streams pages stays flat. So the

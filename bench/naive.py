@@ -1,6 +1,6 @@
 """The hand-written single-process baseline every reindex benchmark is a ratio against.
 
-Why: issue 6 judges the pipeline against what a competent engineer writes in an afternoon: keyset
+Why: the pipeline is judged against what a competent engineer writes in an afternoon: keyset
 pages over the root table, children fetched per page with ``IN`` lists, orjson, one Tantivy writer
 with two indexing threads. To be a fair baseline it must build the *same* documents and the same
 index as the pipeline, so it reuses the pipeline's own builder and Tantivy conversion rather than

@@ -12,7 +12,7 @@ because this machine is shared and noisy:
   That is how fast PostgreSQL alone hands over finished documents (one backend, one client).
   It runs before and after the reindex, and the figure is their mean.
 - the peer: PGSync 7.3 moved such documents at about 2,400 docs/s into a null endpoint on this
-  machine (shared/DESIGN.md); a constant, since PGSync is not installed here.
+  machine; a constant, since PGSync is not installed here.
 
 The reindex runs end to end (a subprocess, Spark start-up included) on ~2.4 KB nested documents
 (src/sparkindex/demo/large.py) while a sampler reads each process's peak RSS once a second
@@ -55,7 +55,7 @@ from sparkindex.documents import resolve_index
 from sparkindex.documents.in_database import JsonAggregationBuilder
 from sparkindex.sources.registry import open_source
 
-#: PGSync 7.3 into a null endpoint, 2 KB nested documents from PostgreSQL, this machine (DESIGN.md).
+#: PGSync 7.3 into a null endpoint, 2 KB nested documents from PostgreSQL, measured once on this kind of machine.
 PEER_PGSYNC_DOCS_PER_S = 2400
 #: Its own database on the shared test server, so that another benchmark's database is never ours.
 DATABASE = "bench_null"

@@ -2,7 +2,7 @@
 
 Why: end to end, the pipeline and bench/independent.py differ in more than their Python (Spark,
 Tantivy's merges, the garbage collector's settings), so their ratio cannot say whether the
-package's builder and conversion cost what a hand-written loop's do (issue 19). This runs both
+package's builder and conversion cost what a hand-written loop's do. This runs both
 paths in one process, on the same wide pages, each feeding a one-thread Tantivy writer, and
 times every step by the calling thread's CPU clock (Tantivy's own threads are not counted).
 Both run under the workers' collector setting (:func:`sparkindex.worker.collector.tune_collector`)

@@ -1,5 +1,5 @@
 """Per-document CPU of the Python path, by step: the builder, the canonical encoding, the hash and
-the Tantivy conversion (issue 19: "measure each change with a profile before and after").
+the Tantivy conversion (measure each change with a profile before and after).
 
 Why a script of its own: end to end, on 2 cores, Tantivy's indexing and the source's fetch hide a
 few microseconds a document in the noise between runs; timed alone, in one process, on the same

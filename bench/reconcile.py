@@ -1,6 +1,6 @@
 """``reconcile``: a sync healing a gap in its change log, against a full reindex of the same index.
 
-Guarantee 9: when the log cannot serve a consumer group's position (here: the alias has an index
+A gap is never skipped: when the log cannot serve a consumer group's position (here: the alias has an index
 but the group holds no offset for it), ``sparkindex sync`` takes the log position now, P, runs the
 Spark-partitioned verify/repair of the alias (unchanged documents are only hashed and compared,
 not written), stores P and streams from there. The figure is that sync's docs/s against the

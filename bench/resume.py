@@ -1,7 +1,7 @@
 """Resume after a crash: SIGKILL a reindex at about half way, rerun it, compare with a full run.
 
 Why: sparkindex's promise is that a rebuild is resumable, so after a crash at 50 % the rerun
-should cost about half a full run plus start-up (issue 6's target: <= 0.6x), and the index must
+should cost about half a full run plus start-up (the target: <= 0.6x), and the index must
 still equal the source (verify: missing 0, duplicates 0). A graceful stop would prove nothing:
 the kill is a SIGKILL of the whole process tree (driver, Spark JVM, Python workers and their
 process groups) at once, so nothing gets to flush, release or say goodbye.

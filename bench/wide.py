@@ -1,4 +1,4 @@
-"""The "wide child rows" benchmark: orders with about 4 lines of 16 mixed columns each (issue 19).
+"""The "wide child rows" benchmark: orders with about 4 lines of 16 mixed columns each.
 
 Why this shape: the large documents (sparkindex.demo.large) are mostly long text, which Tantivy's
 tokenizer pays for and the Python builder barely touches. Here the bytes are spread over many

@@ -1,4 +1,4 @@
-"""A seeded fault campaign over real processes: ``python -m chaos`` (issue 16).
+"""A seeded fault campaign over real processes: ``python -m chaos``.
 
 Each trial builds a hostile shop on a private PostgreSQL or MariaDB server, indexes it, then
 rebuilds it while a writer commits changes and a live ``sync`` serves the aliases, and injects

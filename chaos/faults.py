@@ -287,7 +287,7 @@ SERVER_DOWN = (psycopg.OperationalError, MySQLdb.OperationalError)
 
 def _through_restarts(run: TrialRun, what: str, act: Callable[[], T]) -> T:
     """*act* on a server that another fault may be restarting: while it is down or still
-    recovering, *act* goes again, for as long as a victim is waited for (seed 1 trial 22: a slot
+    recovering, *act* goes again, for as long as a victim is waited for (a campaign trial once had a slot
     drop met PostgreSQL "not yet accepting connections" and the tool's error failed the trial)."""
     deadline = time.monotonic() + VICTIM_WAIT_S
     while True:

@@ -1,4 +1,4 @@
-"""The top frames of a py-spy profile, as issue 19's tables give them.
+"""The top frames of a py-spy profile, as docs/benchmarks.md's tables give them.
 
 Reads py-spy's raw (collapsed) output, every process's stacks together, and prints the share of
 samples of the ten frames with the most own time, then the inclusive share of each function named

@@ -1,5 +1,5 @@
 """A rebuild whose catch-up lost its log is started afresh by the next ``reindex``, not resumed
-for ever (found by the chaos campaign, seed 3 trial 2: binlogs purged while a rebuild ran; every
+for ever (found by the chaos campaign: binlogs purged while a rebuild ran; every
 rerun resumed the job, its catch-up refused the same gap, and the rebuild never finished).
 
 What committed while the job ran is only in the log its catch-up reads; once that log is gone

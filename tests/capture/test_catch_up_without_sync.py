@@ -20,7 +20,7 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 from sparkindex.targets.registry import open_target
 from tests.capture.helpers import HOSTILE, KINDS, Shop, drop_shop, wait_until
-from tests.capture.test_guarantee6 import Writer
+from tests.capture.test_changes_during_rebuild import Writer
 from tests.e2e.shop import copy_shop, fresh_database
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Guarantee 9 on PostgreSQL, in the situations operators create: a slot dropped by hand (or
+"""No silent gap on PostgreSQL, in the situations operators create: a slot dropped by hand (or
 created again at the head), two databases of one server behind one coordination store, a sync
 stopped by SIGTERM in the middle of its work. Each ends with verify clean, or with a non-zero
 exit that names the gap; never with exit 0 and the index behind."""

@@ -1,5 +1,5 @@
-"""MariaDB change capture notices when the binlog can no longer serve a stored GTID (DESIGN.md,
-guarantee 9: no silent gap), and says why a read fails in a way the caller can act on.
+"""MariaDB change capture notices when the binlog can no longer serve a stored GTID (no silent
+gap), and says why a read fails in a way the caller can act on.
 
 Every test here runs on a private MariaDB server (``PrivateMariaDB``, started once for this module),
 never on the shared one of ``scripts/test-services.sh``, because the purge test runs ``PURGE BINARY

@@ -1,4 +1,4 @@
-"""Guarantee 9 end to end on MariaDB: binlogs purged past a sync's stored GTID are never passed
+"""No silent gap, end to end on MariaDB: binlogs purged past a sync's stored GTID are never passed
 over as a quiet database. ``sync.on_gap: reconcile`` (the default) verifies and repairs the index
 on Spark and streams on from the position of then; ``on_gap: fail`` refuses, naming the GTID
 (exit 3 from the CLI), and applies nothing.

@@ -1,7 +1,7 @@
 """A sync batch that meets its store out of reach is abandoned, unacknowledged, and never raised
 back through Py4J (which printed the Python worker's traceback).
 
-Found by the chaos campaign (seed 1, trial 8: the store restarted, then was cut, while a sync
+Found by the chaos campaign (the store restarted, then was cut, while a sync
 ran). The sink reads the holds before a batch and acknowledges after it, both in the store; an
 error there went back through Spark's foreachBatch callback. Now the batch is abandoned, the
 query ends, and the next starts from the acknowledged position.
@@ -80,7 +80,7 @@ def test_a_batch_meeting_the_store_out_of_reach_is_abandoned_not_raised(
 def test_a_sync_ending_with_its_store_out_of_reach_says_so_in_one_error(
     shop_and_proxy: tuple[Shop, TcpProxy], spark: Any
 ) -> None:
-    """Found by the chaos campaign (seed 1, trial 4 on ed93f79: PostgreSQL, the store, restarted
+    """Found by the chaos campaign (PostgreSQL, the store, restarted
     under a live sync): the store's driver error escaped the run (first from the gap check after
     a failed query, then again from releasing the lock), and the CLI printed its traceback."""
     shop, proxy = shop_and_proxy

@@ -1,13 +1,26 @@
-"""Change capture's machinery: from committed row changes to rebuilt documents, in order, resumably.
+"""Change capture: from committed row changes to rebuilt documents, in order, resumably.
 
-These are the engine-neutral parts that the sync's Spark tasks and a reindex's catch-up call. The sync job itself
-(the stream, acknowledgement, gaps, the hand-over, deferred relations) is :mod:`sparkindex.capture.sync`. The change
-model and the ``ChangeSource`` interface are :mod:`sparkindex.sources`, where the log-based sources live with their
-dialect. A change only says which row changed and where in the log; documents are always rebuilt from the current
-rows by key, with the version column or the log position as their external version.
+Everything that keeps an index in step with its source lives here; the per-database log readers stay with their
+dialect (:mod:`sparkindex.sources.postgres.changes`, :mod:`sparkindex.sources.mysql.changes`) behind the
+``ChangeSource`` protocol (:mod:`sparkindex.sources.change_source`), and the state the store keeps for it (offsets,
+holds, the version ledger, deferred changes) is :mod:`sparkindex.coordination`'s. A change only says which row
+changed and where in the log; documents are always rebuilt from the current rows by key, with the version column
+or the log position as their external version. The words used here (hold, hand-over, gap, P0) are defined in
+docs/internals.md's glossary.
 
-* ``source``: the change source of a pipeline: log-based where the dialect has one, else polling. A source's module
-  is imported only when chosen.
+The runners:
+
+* ``sync/``: the live sync and the parts both runners share (see its docstring).
+* ``catch_up_round``: one round of a reindex's catch-up: a runner of its own over the shared parts.
+* ``catch_up``: a reindex's side of change capture: P0 recorded before the partitions, the rounds, the holds on the
+  live syncs, the swap and the hand-over.
+* ``hold_keeper``: renews a reindex's holds on its aliases while it needs them. A lost hold refuses the swap.
+
+The machinery they drive, run inside Spark tasks or the driver:
+
+* ``source``: the change source of a pipeline: log-based where the dialect has one, else polling.
+* ``stream``: the change stream for Structured Streaming: a Python stream reader, and ``ApplyTasks`` (which carries
+  the plans) for each micro-batch.
 * ``session``: what a process needs to read or apply changes, cached per pipeline. Plans are resolved by the driver
   (``resolve_consumer_plan``) and shipped.
 * ``fanout``: a changed row to the root keys of the documents it touches, up the relation tree, old and new row

@@ -1,5 +1,6 @@
 """Changes committed during a rebuild are in the new index, on PostgreSQL and MariaDB: a writer
-commits inserts, updates and deletes continuously while a full reindex runs; when the alias moves, the new index holds every change up to the position the
+commits inserts, updates and deletes continuously while a full reindex runs; when the alias
+moves, the new index holds every change up to the position the
 catch-up reached (Pc), and differs from the source only in documents that commits after Pc touched.
 The live sync then continues from Pc and the index equals the source."""
 

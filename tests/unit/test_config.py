@@ -274,7 +274,8 @@ def test_cli_verify_unknown_table(tmp_path: Path) -> None:
     )
     assert res.returncode == 2, res.stderr
     err = one_line(res.stderr)
-    assert "'prods'" in err and "indexes[0].table" in err
+    # verify's preflight refuses first, with the line `check` prints (reindex's refusal too)
+    assert "'prods'" in err and "FAIL source.select:prods" in err
     assert "categories, products" in err, "the message lists the tables that do exist"
     assert "hunter2" not in res.stderr + res.stdout
 

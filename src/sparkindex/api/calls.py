@@ -1,4 +1,5 @@
-"""The front door's calls: what the CLI's commands do, as functions a scheduler or notebook calls.
+"""The calls that run a job: reindex, sync, verify, repair, the scheduled verify; and the two that
+look before one runs: check and status.
 
 Each takes the pipeline (a path, YAML text or a :class:`~sparkindex.config.model.Pipeline`) and
 the aliases (default: all), runs the same preflight checks the CLI runs first (``preflight=False``
@@ -8,62 +9,40 @@ define, :class:`~sparkindex.errors.UsageError`); a run that cannot go on raises
 :class:`~sparkindex.errors.TransientError` (retry it: a rerun resumes) or
 :class:`~sparkindex.errors.PermanentError` (it will fail the same way again).
 
-``spark=`` hands in a running ``SparkSession``; without one, a session is started from the
-pipeline's ``spark`` section. Unlike the CLI, these calls install no signal handlers and leave the
-process's garbage collector and allocator settings alone; a sync that streams until stopped is
-the CLI's job (``sparkindex sync``, which stops cleanly on SIGTERM).
+``spark=`` hands in a running ``SparkSession`` (see :mod:`.session` for what is borrowed and put
+back); without one, a session is started from the pipeline's ``spark`` section. ``progress=``
+takes a :class:`~sparkindex.api.progress.Progress`. None of these calls installs a signal handler
+or retunes the process (garbage collector, allocator): that is the CLI's, done explicitly.
 """
 
 from __future__ import annotations
 
-import io
-import logging
-import os
+import threading
+import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from sparkindex.api.loading import PipelineArg, aliases_of, is_text, load
+from sparkindex.api.loading import preflight as _preflight
+from sparkindex.api.progress import Progress, Tally, watching
 from sparkindex.api.results import CheckResult, Outcome, ReindexResult, StatusResult, SyncResult, VerifyResult
-from sparkindex.config import load_pipeline
-from sparkindex.config.loader import parse_pipeline
-from sparkindex.config.model import Pipeline
+from sparkindex.api.session import borrowed
 from sparkindex.errors import ConfigError, UsageError
-from sparkindex.jobs.progress import ProgressListener
 
-log = logging.getLogger("sparkindex.api")
+if TYPE_CHECKING:
+    from sparkindex.verify.run import VerifyOutcome
 
-#: a pipeline file's path, its YAML text, or a loaded pipeline
-PipelineArg = Pipeline | str | os.PathLike[str]
-
-
-def load(pipeline: PipelineArg) -> Pipeline:
-    """*pipeline* as a :class:`Pipeline`: text that spans lines or is one flow mapping (``{...}``)
-    is YAML (relative paths in it are taken from the working directory), anything else a path."""
-    if isinstance(pipeline, Pipeline):
-        return pipeline
-    if isinstance(pipeline, str):
-        text = pipeline.strip()
-        if "\n" in text or text.startswith("{"):
-            return parse_pipeline(pipeline, origin="<pipeline text>", base_dir=Path.cwd())
-        return load_pipeline(Path(text))
-    return load_pipeline(Path(pipeline))
-
-
-def _factory(spark: Any) -> Callable[[], Any] | None:
-    return None if spark is None else (lambda: spark)
-
-
-def _guard(pipeline: Pipeline, scope: Literal["reindex", "sync"], aliases: Sequence[str] | None, **kw: Any) -> None:
-    """The CLI's preflight for this run; what it prints goes to the log (a FAIL raises ConfigError)."""
-    from sparkindex.preflight import guard
-
-    lines = io.StringIO()
-    try:
-        guard(pipeline, scope, aliases, lines, **kw)
-    except ConfigError as exc:  # the failed checks are the message: a caller may not see the log
-        raise ConfigError(f"{exc}\n{lines.getvalue().rstrip()}") from None
-    for line in lines.getvalue().splitlines():
-        log.warning("preflight: %s", line)
+__all__ = [
+    "StopToken",
+    "check",
+    "reindex",
+    "repair",
+    "scheduled_verify",
+    "status",
+    "sync",
+    "verify",
+    "verify_due_at",
+]
 
 
 def reindex(
@@ -71,32 +50,55 @@ def reindex(
     aliases: Sequence[str] | None = None,
     *,
     spark: Any = None,
-    progress: ProgressListener | None = None,
+    progress: Progress | None = None,
     new: bool = False,
     adopt: bool = False,
     preflight: bool = True,
 ) -> ReindexResult:
     """Rebuild the aliases into new versions and swap them (``sparkindex reindex``); an unfinished
-    job of the same plan is resumed unless *new*."""
+    job of the same plan is resumed unless *new*. *adopt*: an index that bears an alias's name is
+    replaced at the swap."""
     from sparkindex.jobs.reindex import ReindexJob
 
     p = load(pipeline)
-    if preflight:
-        _guard(p, "reindex", aliases, adopt=adopt)
-    job = ReindexJob(p, aliases, new=new, adopt=adopt, progress=progress, spark_factory=_factory(spark))
-    s = job.run()
-    outcome = Outcome.STOPPED if s.status == "STOPPED" else Outcome.of_exit_code(s.exit_code)
-    return ReindexResult(
-        outcome,
-        s.job_id,
-        s.status,
-        s.alias,
-        s.index,
-        s.source_rows,
-        s.indexed,
-        s.failed,
-        s.seconds,
-    )
+    chosen = aliases_of(p, aliases)
+    with watching(progress, "reindex", chosen) as watch:
+        if preflight:
+            _preflight(p, "reindex", aliases, watch, adopt=adopt)
+        with borrowed(p, spark) as factory:
+            job = ReindexJob(p, aliases, new=new, adopt=adopt, progress=watch.reindex_listener(), spark_factory=factory)
+            s = job.run()
+        outcome = Outcome.STOPPED if s.status == "STOPPED" else Outcome.of_exit_code(s.exit_code)
+        return watch.done(
+            ReindexResult(outcome, s.job_id, s.status, s.alias, s.index, s.source_rows, s.indexed, s.failed, s.seconds)
+        )
+
+
+class StopToken:
+    """Asks a running :func:`sync` to stop cleanly, from any thread or a signal handler: the batch
+    in flight finishes and is acknowledged (or is left unacknowledged), the lock is released, and
+    the call returns its summary. Set before the sync starts, it stops at its first chance."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._stops: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        """Safe in a signal handler: no lock is taken (list appends and copies are atomic)."""
+        self._event.set()
+        for stop in list(self._stops):
+            stop()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def _attach(self, stop: Callable[[], None]) -> None:
+        self._stops.append(stop)
+        if self._event.is_set():
+            stop()
+
+    def _detach(self, stop: Callable[[], None]) -> None:
+        self._stops.remove(stop)
 
 
 def sync(
@@ -104,42 +106,63 @@ def sync(
     aliases: Sequence[str] | None = None,
     *,
     spark: Any = None,
+    progress: Progress | None = None,
     group: str | None = None,
     until_caught_up: bool = True,
     on_gap: Literal["reconcile", "fail"] | None = None,
+    stop: StopToken | None = None,
     preflight: bool = True,
 ) -> SyncResult:
     """Apply what changed in the source (``sparkindex sync``). By default what was committed by
-    the start, then return (``until_caught_up=False`` streams until the process stops it)."""
+    the start, then return; ``until_caught_up=False`` streams until *stop* is set (or, without
+    one, until the process ends). Progress: one tally per acknowledged batch, counting changes."""
     from sparkindex.capture.sync.run import SyncRun
 
     if on_gap not in (None, "reconcile", "fail"):
         raise UsageError(f"on_gap: expected 'reconcile' or 'fail', got {on_gap!r}")
     p = load(pipeline)
-    if preflight:
-        _guard(p, "sync", aliases)
-    run = SyncRun(
-        p, aliases, group=group, until_caught_up=until_caught_up, on_gap=on_gap, spark_factory=_factory(spark)
-    )
-    s = run.run()
-    return SyncResult(
-        Outcome.DONE_WITH_ERRORS if s.failed else Outcome.DONE,
-        s.applied,
-        s.deleted,
-        s.position,
-        s.lag_s,
-        s.failed,
-        s.batches,
-        s.group,
-        s.lag_bytes,
-        dict(s.reconciled),
-    )
+    chosen = aliases_of(p, aliases)
+    with watching(progress, "sync", chosen) as watch:
+        if preflight:
+            _preflight(p, "sync", aliases, watch)
+        with borrowed(p, spark) as factory:
+            run = SyncRun(
+                p, aliases, group=group, until_caught_up=until_caught_up, on_gap=on_gap, spark_factory=factory
+            )
+            task = f"sync {run.group}"
+
+            def acknowledged(position: int) -> None:
+                t = run.totals
+                detail = f"{t.batches:,} batches, position {position}"
+                watch.advanced(Tally(task, "changes", t.applied + t.deleted, None, t.failed, detail))
+
+            run.on_ack = acknowledged
+            if stop is not None:
+                stop._attach(run.stop)
+            try:
+                s = run.run()
+            finally:
+                if stop is not None:
+                    stop._detach(run.stop)
+        return watch.done(
+            SyncResult(
+                Outcome.DONE_WITH_ERRORS if s.failed else Outcome.DONE,
+                s.applied,
+                s.deleted,
+                s.position,
+                s.lag_s,
+                s.failed,
+                s.batches,
+                s.group,
+                s.lag_bytes,
+                dict(s.reconciled),
+                tuple(run.aliases),
+            )
+        )
 
 
-def _verify(pipeline: PipelineArg, aliases: Sequence[str] | None, spark: Any, repair: bool) -> VerifyResult:
-    from sparkindex.verify.run import run_verify
-
-    outcome = run_verify(load(pipeline), aliases, repair_drift=repair, spark_factory=_factory(spark))
+def verify_result(outcome: VerifyOutcome) -> VerifyResult:
+    """A :class:`~sparkindex.verify.run.VerifyOutcome` as the front door's result."""
     body = outcome.to_json()
     return VerifyResult(
         Outcome.of_exit_code(outcome.exit_code),
@@ -156,25 +179,118 @@ def _verify(pipeline: PipelineArg, aliases: Sequence[str] | None, spark: Any, re
     )
 
 
-def verify(pipeline: PipelineArg, aliases: Sequence[str] | None = None, *, spark: Any = None) -> VerifyResult:
-    """Compare the index with the source (``sparkindex verify``): missing, extra, stale, duplicates."""
-    return _verify(pipeline, aliases, spark, repair=False)
+def _verify(
+    pipeline: PipelineArg,
+    aliases: Sequence[str] | None,
+    spark: Any,
+    progress: Progress | None,
+    repair: bool,
+    preflight: bool,
+) -> VerifyResult:
+    from sparkindex.verify.run import run_verify
+
+    p = load(pipeline)
+    chosen = aliases_of(p, aliases)
+    with watching(progress, "repair" if repair else "verify", chosen) as watch:
+        if preflight:  # what a reindex needs: source, store, target and Spark
+            _preflight(p, "reindex", aliases, watch)
+        with borrowed(p, spark) as factory:
+            outcome = run_verify(
+                p, aliases, repair_drift=repair, spark_factory=factory, progress=watch.verify_listener()
+            )
+        return watch.done(verify_result(outcome))
 
 
-def repair(pipeline: PipelineArg, aliases: Sequence[str] | None = None, *, spark: Any = None) -> VerifyResult:
+def verify(
+    pipeline: PipelineArg,
+    aliases: Sequence[str] | None = None,
+    *,
+    spark: Any = None,
+    progress: Progress | None = None,
+    preflight: bool = True,
+) -> VerifyResult:
+    """Compare the index with the source (``sparkindex verify``): missing, extra, stale, duplicates.
+    Progress: one tally per pass, counting key ranges."""
+    return _verify(pipeline, aliases, spark, progress, repair=False, preflight=preflight)
+
+
+def repair(
+    pipeline: PipelineArg,
+    aliases: Sequence[str] | None = None,
+    *,
+    spark: Any = None,
+    progress: Progress | None = None,
+    preflight: bool = True,
+) -> VerifyResult:
     """Verify, rebuild what differs, and verify again (``sparkindex verify --repair``)."""
-    return _verify(pipeline, aliases, spark, repair=True)
+    return _verify(pipeline, aliases, spark, progress, repair=True, preflight=preflight)
 
 
-def check(pipeline: PipelineArg, aliases: Sequence[str] | None = None) -> CheckResult:
-    """Every preflight check (``sparkindex check``), none of which changes anything for good."""
+def verify_due_at(pipeline: PipelineArg) -> float | None:
+    """When the scheduled verify (``verify: {every: ...}``) is due next, in epoch seconds (now or
+    earlier: due), or None when the pipeline schedules none."""
+    from sparkindex.verify.run import next_verify_at
+
+    return next_verify_at(load(pipeline))
+
+
+def scheduled_verify(
+    pipeline: PipelineArg,
+    *,
+    spark: Any = None,
+    progress: Progress | None = None,
+    force: bool = False,
+    preflight: bool = True,
+) -> VerifyResult | None:
+    """The scheduled verify, when it is due (or *force*) and no other process runs it (a lock in
+    the store): recorded as ``scheduled``, which is what "due" counts. None when it did not run."""
+    from sparkindex.verify.run import run_scheduled_verify
+
+    p = load(pipeline)
+    due = verify_due_at(p)
+    if due is None or (not force and due > time.time()):
+        return None
+    with watching(progress, "scheduled_verify", aliases_of(p, None)) as watch:
+        if preflight:
+            _preflight(p, "reindex", None, watch)
+        with borrowed(p, spark) as factory:
+            outcome = run_scheduled_verify(p, spark_factory=factory, progress=watch.verify_listener(), force=force)
+        if outcome is None:  # another process took the turn meanwhile
+            return None
+        return watch.done(verify_result(outcome))
+
+
+def check(
+    pipeline: PipelineArg,
+    aliases: Sequence[str] | None = None,
+    *,
+    min_free_disk_bytes: int = 1 << 30,
+    min_binlog_retention_s: float = 7 * 86400.0,
+) -> CheckResult:
+    """Every preflight check (``sparkindex check``), none of which changes anything for good.
+
+    A pipeline that does not load, or an alias it does not define, is a FAIL check of its own
+    (``config``, ``index``), not an exception: the result has one shape whatever is wrong."""
     from sparkindex.preflight import Options, exit_code, report, run_checks
+    from sparkindex.preflight.model import fail
 
-    checks = run_checks(load(pipeline), Options(aliases=aliases))
+    options = Options(
+        aliases=aliases, min_free_disk_bytes=min_free_disk_bytes, min_binlog_retention_s=min_binlog_retention_s
+    )
+    try:
+        p = load(pipeline)
+    except ConfigError as exc:
+        where = "the pipeline text" if is_text(pipeline) else str(pipeline)
+        checks = [fail("config", str(exc), f"correct {where} where the message says")]
+    else:
+        try:
+            checks = run_checks(p, options)
+        except UsageError as exc:
+            checks = [fail("index", str(exc), "name aliases the pipeline defines")]
     body = report(checks)
     code = exit_code(checks)
     outcome = Outcome.DONE if code == 0 else Outcome.DONE_WITH_ERRORS if code == 1 else Outcome.FAILED
-    return CheckResult(outcome, bool(body["ok"]), tuple(body["checks"]), code)
+    return CheckResult(outcome, bool(body["ok"]), tuple(body["checks"]), code, tuple(c.line() for c in checks))
 
 
 def status(pipeline: PipelineArg, aliases: Sequence[str] | None = None) -> StatusResult:

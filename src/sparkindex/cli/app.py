@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import orjson
 import typer
 from rich.markup import escape
 
-from sparkindex.cli.render import RichProgress, err, out, print_error
+from sparkindex import api
+from sparkindex.cli.bars import RichBars
+from sparkindex.cli.render import emit_json, err, out, print_error
 from sparkindex.cli.serve import serve
-from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
-from sparkindex.errors import SparkIndexError
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Distributed, fault-tolerant search indexing on Spark."
@@ -32,41 +31,27 @@ IndexOpt = Annotated[list[str] | None, typer.Option("--index", "-i", help="alias
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on the last line")]
 
 
-def _emit_json(obj: Any) -> None:
-    sys.stdout.write(orjson.dumps(obj).decode() + "\n")
-    sys.stdout.flush()
+def tune_process() -> None:
+    """The CLI's process builds documents in the driver too (the reindex's head start while Spark
+    starts) and writes Tantivy stages: it tunes itself for that, explicitly. A library call never
+    does (sparkindex/worker/collector.py, sparkindex/allocator.py)."""
+    from sparkindex.allocator import tune_allocator
+    from sparkindex.worker.collector import tune_collector
 
-
-def _aliases(pipeline: Pipeline, index: list[str] | None) -> list[str]:
-    from sparkindex.documents.planning import selected_aliases
-
-    return selected_aliases(pipeline, index)
-
-
-def _store(pipeline: Pipeline) -> Any:
-    from sparkindex.coordination.store import CoordinationStore
-
-    return CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
+    tune_collector()
+    tune_allocator()
 
 
 def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json: bool, adopt: bool = False) -> int:
-    from sparkindex import api
-    from sparkindex.allocator import tune_allocator
-    from sparkindex.preflight import guard
-    from sparkindex.worker.collector import tune_collector
-
-    guard(pipeline, "reindex", index, adopt=adopt)  # `sparkindex check`'s lines for this run; exit 2 on a FAIL
-    tune_collector()  # the driver builds documents too (its head start) while Spark starts
-    tune_allocator()  # and writes Tantivy stages (sparkindex/allocator.py)
-    with RichProgress(enabled=True) as progress:
-        s = api.reindex(pipeline, index, new=new, adopt=adopt, progress=progress, preflight=False)
+    tune_process()
+    s = api.reindex(pipeline, index, new=new, adopt=adopt, progress=RichBars())  # preflight first: exit 2 on a FAIL
     colour = {0: "green", 1: "yellow"}.get(s.outcome.exit_code, "red")
     err.print(
         f"[bold {colour}]{s.status}[/] {escape(s.alias)} -> {escape(s.index)}: {s.indexed:,} indexed of "
         f"{s.source_rows:,} source rows, {s.failed:,} failed, {s.seconds:.1f} s"
     )
     if as_json:
-        _emit_json({k: v for k, v in asdict(s).items() if k != "outcome"})
+        emit_json(s.to_dict())
     return s.outcome.exit_code
 
 
@@ -86,7 +71,7 @@ def reindex(
     json: JsonOpt = False,
 ) -> None:
     """Rebuild indexes into new versions on Spark, then swap the aliases (resumes unfinished jobs)."""
-    raise typer.Exit(run_reindex(load_pipeline(config), index, new, json, adopt))
+    raise typer.Exit(run_reindex(api.load(config), index, new, json, adopt))
 
 
 @app.command()
@@ -103,50 +88,38 @@ def demo(
     counts = generate_shop(directory / "shop.db", rows)
     err.print("· " + ", ".join(f"{k}: {v:,}" for k, v in counts.items()))
     path = write_demo_pipeline(directory, partition_size=max(500, min(5000, rows // 16 or 1)))
-    pipeline = load_pipeline(path)
-    from sparkindex.jobs.reindex import ReindexJob
-    from sparkindex.targets.registry import open_target
-
-    with RichProgress() as progress:
-        summary = ReindexJob(pipeline, None, new=True, progress=progress).run()
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    pipeline = api.load(path)
+    built = api.reindex(pipeline, new=True, progress=RichBars(), preflight=False)  # a pipeline just written
     err.print(f"· sample search on alias 'products': {query!r}")
-    for hit in target.search("products", query, limit=5):
+    for hit in api.search(pipeline, "products", query, limit=5).hits:
         src = hit.source
         cat = (src.get("category") or {}).get("name")
         line = f"  {hit.score:6.2f}  #{hit.id}  {src.get('name')}  [{cat}]  {len(src.get('reviews', []))} reviews"
         err.print(line, markup=False, highlight=False)
-    _emit_json(orjson.loads(summary.to_json()))
-    raise typer.Exit(summary.exit_code)
+    emit_json(built.to_dict())
+    raise typer.Exit(built.outcome.exit_code)
 
 
 @app.command()
 def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> None:
     """The latest job for the aliases: state, counts per entity, partition states, last verify."""
-    from sparkindex import api
     from sparkindex.cli.status_cmd import print_status
 
-    result = api.status(load_pipeline(config), index)
+    result = api.status(api.load(config), index)
     if json:
-        _emit_json(result.report)
+        emit_json(result.report)
     else:
         print_status(result.report)
 
 
 @app.command()
 def stop(config: ConfigOpt, index: IndexOpt = None) -> None:
-    """Ask the running job to stop gracefully; a later `reindex` resumes it."""
-    from sparkindex.jobs.control import request_stop
-
-    pipeline = load_pipeline(config)
-    from sparkindex.capture.control import request_sync_stop
-
-    stopped = request_sync_stop(_store(pipeline), pipeline)  # a running `sync` of the group
-    if stopped:
-        err.print(f"sync {escape(stopped)}: stopping")
-        return
-    job = request_stop(_store(pipeline), _aliases(pipeline, index))
-    err.print(f"job {job.id}: {job.status}")
+    """Ask the running sync, or else the running job, to stop gracefully; a later `reindex` resumes the job."""
+    stopped = api.stop(api.load(config), index)
+    if stopped.kind == "sync":
+        err.print(f"sync {escape(stopped.id)}: stopping")
+    else:
+        err.print(f"job {stopped.id}: {stopped.status}")
 
 
 @app.command()
@@ -157,12 +130,14 @@ def verify(
     repair: Annotated[bool, typer.Option("--repair", help="fix the drift found, then verify again")] = False,
 ) -> None:
     """Compare source and index on Spark by id and content hash: missing, extra, stale, duplicates."""
-    from sparkindex.cli.verify_cmd import verify_command
+    from sparkindex.cli.verify_cmd import print_report
 
-    outcome = verify_command(load_pipeline(config), index, repair)
+    call = api.repair if repair else api.verify
+    result = call(api.load(config), index, progress=RichBars())
+    print_report(result.report)
     if json:
-        _emit_json(outcome.to_json())
-    raise typer.Exit(outcome.exit_code)
+        emit_json(result.report)
+    raise typer.Exit(result.outcome.exit_code)
 
 
 @app.command()
@@ -174,15 +149,11 @@ def search(
     json: JsonOpt = False,
 ) -> None:
     """Search an alias."""
-    from sparkindex.targets.registry import open_target
-
-    pipeline = load_pipeline(config)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    hits = target.search(index, query, limit)
+    result = api.search(api.load(config), index, query, limit)
     if json:
-        _emit_json({"hits": [{"id": h.id, "score": h.score, "source": h.source} for h in hits]})
+        emit_json(result.to_dict())
         return
-    for h in hits:
+    for h in result.hits:
         out.print(f"{h.score:7.3f}  {h.id}  {orjson.dumps(h.source).decode()[:160]}")
 
 
@@ -195,11 +166,13 @@ def dlq_list(
     error_class: Annotated[str | None, typer.Option("--error-class", help="only this error class")] = None,
 ) -> None:
     """Dead-lettered documents with their error and attempts."""
-    from sparkindex.cli.dlq_cmd import dlq_list_body
+    from sparkindex.cli.dlq_cmd import print_letters
 
-    body = dlq_list_body(load_pipeline(config), index, error_class, limit, json)
-    if body is not None:
-        _emit_json(body)
+    result = api.dead_letters(api.load(config), index, error_class=error_class, limit=limit)
+    if json:
+        emit_json(result.to_dict())
+    else:
+        print_letters(result, error_class)
 
 
 @dlq_app.command("redrive")
@@ -210,12 +183,13 @@ def dlq_redrive(
     json: JsonOpt = False,
 ) -> None:
     """Rebuild dead-lettered documents from the source by key and retry them."""
-    from sparkindex.cli.dlq_cmd import dlq_redrive_body
+    from sparkindex.cli.dlq_cmd import print_redrive
 
-    report = dlq_redrive_body(load_pipeline(config), alias, error_class)
+    result = api.redrive(api.load(config), alias, error_class=error_class, progress=RichBars())
+    print_redrive(result)
     if json:
-        _emit_json(report.to_dict())
-    raise typer.Exit(report.exit_code)
+        emit_json(result.to_dict())
+    raise typer.Exit(result.outcome.exit_code)
 
 
 @app.command()
@@ -226,11 +200,12 @@ def gc(
     json: JsonOpt = False,
 ) -> None:
     """Delete finished jobs, resolved dead letters and index versions beyond keep_versions."""
-    from sparkindex.cli.gc_cmd import gc_body
+    from sparkindex.cli.gc_cmd import older_than_seconds, print_gc
 
-    report = gc_body(load_pipeline(config), older_than, dry_run)
+    result = api.gc(api.load(config), older_than=older_than_seconds(older_than), dry_run=dry_run)
+    print_gc(result)
     if json:
-        _emit_json(report.to_dict())
+        emit_json(result.to_dict())
 
 
 app.command()(serve)  # the progress server; its own module (cli/serve.py)
@@ -255,7 +230,7 @@ def main() -> None:
     try:
         # Without standalone mode, typer returns the code of a typer.Exit instead of raising it.
         code = app(standalone_mode=False)
-    except SparkIndexError as exc:
+    except api.SparkIndexError as exc:
         print_error(str(exc))
         sys.exit(exc.exit_code)
     except typer.Exit as exc:

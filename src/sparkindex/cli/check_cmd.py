@@ -8,19 +8,16 @@ any failure. The lines are the ones ``reindex`` and ``sync`` print when they ref
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from sparkindex.cli.render import err, out
-from sparkindex.config import load_pipeline
+from sparkindex import api
+from sparkindex.cli.render import emit_json, err, out
 from sparkindex.config.job import parse_span
-from sparkindex.errors import ConfigError, UsageError
 
 STYLE = {"OK": "green", "WARN": "yellow", "FAIL": "bold red"}
 
@@ -37,38 +34,24 @@ def check(
     ] = "7d",
 ) -> None:
     """Check the source, change capture, store, target and Spark before anything runs."""
-    from sparkindex.preflight import Options, exit_code, report, run_checks
-    from sparkindex.preflight.model import fail
-
     try:
         retention_s = parse_span(min_binlog_retention)
     except ValueError as exc:
-        raise UsageError(f"--min-binlog-retention: {exc}") from None
+        raise api.UsageError(f"--min-binlog-retention: {exc}") from None
     if min_free_disk_gb < 0:
-        raise UsageError(f"--min-free-disk-gb: must not be negative, got {min_free_disk_gb}")
-    options = Options(
-        aliases=index,
-        min_free_disk_bytes=int(min_free_disk_gb * (1 << 30)),
-        min_binlog_retention_s=retention_s,
+        raise api.UsageError(f"--min-free-disk-gb: must not be negative, got {min_free_disk_gb}")
+    # a pipeline that does not load, or an unknown --index, is one FAIL line of the same shape
+    result = api.check(
+        config, index, min_free_disk_bytes=int(min_free_disk_gb * (1 << 30)), min_binlog_retention_s=retention_s
     )
-    try:
-        pipeline = load_pipeline(config)
-    except ConfigError as exc:  # one FAIL line too: tools reading --json get the same shape
-        checks = [fail("config", str(exc), f"correct {config} where the message says")]
-    else:
-        try:
-            checks = run_checks(pipeline, options)
-        except UsageError as exc:  # an unknown --index: the same shape, one FAIL line
-            checks = [fail("index", str(exc), "name aliases the pipeline defines with --index")]
     console = err if json else out
-    for c in checks:
-        _show(console, c.status, c.line())
-    counts = {s: sum(c.status == s for c in checks) for s in STYLE}
+    for c, line in zip(result.checks, result.lines, strict=True):
+        _show(console, c["status"], line)
+    counts = {s: sum(c["status"] == s for c in result.checks) for s in STYLE}
     err.print(", ".join(f"{n} {s}" for s, n in counts.items()), highlight=False)
     if json:
-        sys.stdout.write(orjson.dumps(report(checks)).decode() + "\n")
-        sys.stdout.flush()
-    raise typer.Exit(exit_code(checks))
+        emit_json(result.to_dict())
+    raise typer.Exit(result.exit_code)
 
 
 def _show(console: Console, status: str, line: str) -> None:

@@ -1,24 +1,21 @@
 """``sparkindex explain``: what a document will look like, and how it is built (issue 18).
 
-The work is in :mod:`sparkindex.jobs.explain`; this module renders it: sections for a reader, or
-with ``--json`` one JSON object on the last line for a script. A row that cannot be indexed
+The work is :func:`sparkindex.api.explain`'s; this module renders its result: sections for a
+reader, or with ``--json`` the result's ``to_dict()`` on the last line for a script. A row that cannot be indexed
 (it would go to the dead-letter store) exits 1, like a run that ends with errors.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import orjson
 import typer
 
-from sparkindex.cli.render import err, out
-from sparkindex.config import load_pipeline
-from sparkindex.jobs.explain import Explanation
-from sparkindex.jobs.explain import explain as explain_index
+from sparkindex import api
+from sparkindex.cli.render import emit_json, err, out
 
 
 def explain(
@@ -33,13 +30,12 @@ def explain(
     json: Annotated[bool, typer.Option("--json", help="print one JSON object on the last line")] = False,
 ) -> None:
     """Show one real document, its mapping, the builder's statements and the partition plan; writes nothing."""
-    result = explain_index(load_pipeline(config), index, doc_id)
+    result = api.explain(api.load(config), index, doc_id=doc_id)
     if json:
-        sys.stdout.write(orjson.dumps(result.to_dict()).decode() + "\n")
-        sys.stdout.flush()
+        emit_json(result.to_dict())
     else:
         render(result)
-    raise typer.Exit(1 if result.failure is not None else 0)
+    raise typer.Exit(result.outcome.exit_code)
 
 
 #: control characters in a statement (the in-database builder's mark, \x01) are shown escaped
@@ -58,13 +54,13 @@ def _say(text: str = "") -> None:
     out.print(text, markup=False, highlight=False)
 
 
-def render(e: Explanation) -> None:
+def render(e: api.ExplainResult) -> None:
     """The explanation as sections; user values are never Rich markup."""
     others = f" (other indexes: {', '.join(e.other_aliases)}; pick one with --index)" if e.other_aliases else ""
     _say(f"index {e.alias}: table {e.table}, id {', '.join(e.id_columns)}, source {e.source}{others}")
     _say()
     if e.canonical is not None:
-        _say(f"── document {e.doc_id} ({len(e.canonical):,} bytes canonical, content hash {e.hash})")
+        _say(f"── document {e.doc_id} ({len(e.canonical.encode()):,} bytes canonical, content hash {e.hash})")
         _say(_pretty(e.document))
     elif e.failure is not None:
         _say(f"── document {e.doc_id} cannot be indexed (it would go to the dead-letter store)")

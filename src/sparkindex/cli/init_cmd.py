@@ -3,6 +3,10 @@
 The file goes to ``-o`` (``-`` for standard output); what was chosen, and what to run next, goes
 to standard error, so that ``init -o - > p.yaml`` captures the pipeline alone. An existing file
 is never overwritten without ``--force``: it may hold a user's edits.
+
+The pipeline's text is :func:`sparkindex.api.init`'s (which writes nothing); where it goes, and
+whether an existing file may be replaced, is this command's: a file is the command line's
+business, a library call returns text.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from typing import Annotated
 
 import typer
 
+from sparkindex import api
 from sparkindex.cli.render import err
-from sparkindex.errors import UsageError
 from sparkindex.files import write_atomically
 
 
@@ -45,14 +49,12 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="overwrite the file if it exists")] = False,
 ) -> None:
     """Reflect a database's schema and write a pipeline that `reindex` runs as it is."""
-    from sparkindex.scaffold import InitOptions, scaffold
-
     to_stdout = str(output) == "-"
     if not to_stdout and output.is_dir():
-        raise UsageError(f"-o {output}: is a folder; name the pipeline file to write (e.g. {output}/pipeline.yaml)")
+        raise api.UsageError(f"-o {output}: is a folder; name the pipeline file to write (e.g. {output}/pipeline.yaml)")
     if not to_stdout and output.exists() and not force:
-        raise UsageError(f"-o {output}: the file exists; choose another name or pass --force to overwrite it")
-    result = scaffold(InitOptions(source, Path("-") if to_stdout else output, table, target, depth))
+        raise api.UsageError(f"-o {output}: the file exists; choose another name or pass --force to overwrite it")
+    result = api.init(source, table, target=target, depth=depth, output=Path("-") if to_stdout else output)
     if to_stdout:
         sys.stdout.write(result.text)
         sys.stdout.flush()

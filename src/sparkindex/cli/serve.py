@@ -10,9 +10,8 @@ from typing import Annotated
 
 import typer
 
+from sparkindex import api
 from sparkindex.cli.render import err
-from sparkindex.config import load_pipeline
-from sparkindex.errors import UsageError
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -21,7 +20,7 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise UsageError(f"--host {host!r}: cannot resolve it ({exc.strerror})") from None
+        raise api.UsageError(f"--host {host!r}: cannot resolve it ({exc.strerror})") from None
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -30,7 +29,7 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc.strerror})"
-        raise UsageError(f"{host}:{port} {why}; choose another with --port") from None
+        raise api.UsageError(f"{host}:{port} {why}; choose another with --port") from None
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
@@ -55,7 +54,7 @@ def serve(
     from sparkindex.server.auth import TOKEN_ENV, Guard, is_loopback, resolve_token
     from sparkindex.server.state import ServerState
 
-    pipeline = load_pipeline(config)
+    pipeline = api.load(config)
     token, generated = resolve_token()
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Literal, cast
 
-import orjson
 import typer
 from rich.markup import escape
 
-from sparkindex.cli.render import err
-from sparkindex.config import load_pipeline
+from sparkindex import api
+from sparkindex.cli.bars import RichBars
+from sparkindex.cli.render import emit_json, err
 
 
 def sync(
@@ -47,52 +46,46 @@ def sync(
     ] = None,
 ) -> None:
     """Apply every committed insert, update and delete to the aliases, in order per document."""
-    pipeline = load_pipeline(config)
+    pipeline = api.load(config)
     if drop_slot:
-        from sparkindex.capture.control import drop_consumer
-
-        dropped = drop_consumer(pipeline, group or pipeline.sync.group)
-        err.print(f"group {escape(group or pipeline.sync.group)}: " + ("slot dropped" if dropped else "no slot"))
+        dropped = api.drop_slot(pipeline, group)
+        err.print(f"group {escape(dropped.group)}: " + ("slot dropped" if dropped.dropped else "no slot"))
         if json:
-            _emit({"dropped": dropped})
+            emit_json(dropped.to_dict())
         raise typer.Exit(0)
     if apply_deferred:
-        from sparkindex.capture.sync.deferred import apply_deferred as run_deferred
-
-        result = run_deferred(pipeline, index, group=group)
-        err.print(f"deferred changes applied: {result}")
+        applied = api.apply_deferred(pipeline, index, group=group, progress=RichBars(enabled=err.is_terminal))
+        err.print(f"deferred changes applied: {applied.to_dict()}")
         if json:
-            _emit(result)
+            emit_json(applied.to_dict())
         raise typer.Exit(0)
-    from sparkindex.capture.sync.run import SyncRun
-    from sparkindex.errors import UsageError
-    from sparkindex.preflight import guard
-
     if on_gap not in (None, "reconcile", "fail"):
-        raise UsageError(f"--on-gap: expected reconcile or fail, got {on_gap!r}")
-    guard(pipeline, "sync", index)  # `sparkindex check`'s lines for what streaming needs; exit 2 on a FAIL
-    run = SyncRun(
-        pipeline,
-        index,
-        group=group,
-        until_caught_up=until_caught_up,
-        on_gap=on_gap,  # type: ignore[arg-type]
-    )
+        raise api.UsageError(f"--on-gap: expected reconcile or fail, got {on_gap!r}")
+    stop = api.StopToken()
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
-        if run.stop_requested.is_set():
+        if stop.is_set():
             os.write(2, b"sync: second signal, exiting now (the batch in flight is not acknowledged)\n")
             os._exit(3)
         name = signal.Signals(signum).name
         os.write(2, f"sync: {name} received, stopping after the batch in flight\n".encode())
-        run.stop_requested.set()
+        stop.set()
 
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, _stop)  # the CLI's own process: a library call installs no handler
     signal.signal(signal.SIGINT, _stop)
-    summary = run.run()
+    summary = api.sync(
+        pipeline,
+        index,
+        group=group,
+        until_caught_up=until_caught_up,
+        on_gap=cast(Literal["reconcile", "fail"] | None, on_gap),
+        stop=stop,
+        progress=RichBars(enabled=err.is_terminal),  # a service's log gets the summary, not a bar
+    )
     err.print(
-        f"[green]sync[/] {escape(', '.join(run.aliases))}: {summary.applied:,} applied, {summary.deleted:,} deleted, "
-        f"{summary.failed:,} failed in {summary.batches:,} batches; position {summary.position}, lag {summary.lag_s} s"
+        f"[green]sync[/] {escape(', '.join(summary.aliases))}: {summary.applied:,} applied, "
+        f"{summary.deleted:,} deleted, {summary.failed:,} failed in {summary.batches:,} batches; "
+        f"position {summary.position}, lag {summary.lag_s} s"
     )
     for alias, found in summary.reconciled.items():
         err.print(
@@ -100,10 +93,5 @@ def sync(
             + ", ".join(f"{n:,} {kind}" for kind, n in found.items())
         )
     if json:
-        _emit(summary.to_dict())
-    raise typer.Exit(1 if summary.failed else 0)
-
-
-def _emit(obj: object) -> None:
-    sys.stdout.write(orjson.dumps(obj).decode() + "\n")
-    sys.stdout.flush()
+        emit_json(summary.to_dict())
+    raise typer.Exit(summary.outcome.exit_code)

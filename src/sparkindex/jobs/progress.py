@@ -1,4 +1,9 @@
-"""Watching a running job: a thread polls the store's aggregated stats and calls a listener."""
+"""Watching a running job: a thread polls the store's aggregated stats and calls a listener.
+
+:class:`ProgressListener` is the reindex's own callback shape; callers never implement it. The
+front door adapts it to its one protocol for every call (:class:`sparkindex.api.Progress`, in
+``sparkindex/api/progress.py``), as it adapts verify's, the re-drive's and the sync's.
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """The periodic consistency check (``verify: {every: 24h}``) as ``serve`` runs it.
 
 The check itself, its "is it due" rule (the last *scheduled* run of each alias, recorded in the
-store) and its lock (one process at a time, whether ``serve`` or ``sync`` asks) belong to
-:mod:`sparkindex.verify.run`. The server only decides when to look, and runs the check as a
-subprocess, ``python -m sparkindex.server.scheduled_verify -c pipeline.yaml``, so Spark never
-starts inside the server. The subprocess prints one JSON object: the outcome, or why it skipped.
+store) and its lock (one process at a time, whether ``serve`` or ``sync`` asks) are reached
+through :func:`sparkindex.api.verify_due_at` and :func:`sparkindex.api.scheduled_verify`. The
+server only decides when to look, and runs the check as a subprocess,
+``python -m sparkindex.server.scheduled_verify -c pipeline.yaml``, so Spark never starts inside
+the server. The subprocess prints one JSON object: the outcome, or why it skipped.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import orjson
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
+from sparkindex import api
 from sparkindex.config.secrets import error_line, redact_url
-from sparkindex.errors import SparkIndexError
 from sparkindex.server.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -36,15 +37,10 @@ async def schedule(state: ServerState) -> None:
     """Look whether the check is due; when it is and nothing else runs, start it."""
     if not state.pipeline.verify.every:
         return
-    try:
-        from sparkindex.verify.run import next_verify_at
-    except ImportError:  # a sparkindex without recorded verify runs: nothing to schedule with
-        log.warning("verify.every is set but this sparkindex cannot schedule verify runs")
-        return
     while True:
         try:
-            due = await run_in_threadpool(next_verify_at, state.pipeline, state.store)
-        except (SQLAlchemyError, SparkIndexError) as exc:
+            due = await run_in_threadpool(api.verify_due_at, state.pipeline)
+        except (SQLAlchemyError, api.SparkIndexError) as exc:
             log.warning("scheduled verify: could not read when it is due (%s); looking again later", error_line(exc))
             await asyncio.sleep(LOOK_EVERY_S)
             continue
@@ -57,7 +53,7 @@ async def schedule(state: ServerState) -> None:
         busy = [a for a in state.actions.running() if a.kind in ("verify", "repair", "reindex")]
         try:
             live = await run_in_threadpool(state.views.active_jobs)
-        except (SQLAlchemyError, SparkIndexError) as exc:  # the store down: the schedule must outlive it
+        except (SQLAlchemyError, api.SparkIndexError) as exc:  # the store down: the schedule must outlive it
             log.warning("scheduled verify: could not read the running jobs (%s); looking again later", error_line(exc))
             await asyncio.sleep(LOOK_EVERY_S)
             continue
@@ -77,20 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sparkindex.server.scheduled_verify")
     parser.add_argument("-c", "--config", required=True)
     args = parser.parse_args(argv)
-    from sparkindex.config import load_pipeline
-    from sparkindex.verify.run import run_scheduled_verify
-
     try:
-        outcome = run_scheduled_verify(load_pipeline(args.config))
-    except SparkIndexError as exc:
+        result = api.scheduled_verify(api.load(args.config))
+    except api.SparkIndexError as exc:
         # the server shows this process's stderr as the action's output: plain text, no markup
         sys.stderr.write(f"error: {redact_url(str(exc))}\n")
         return exc.exit_code
-    if outcome is None:
+    if result is None:
         sys.stdout.write(orjson.dumps({"skipped": "not due, or another process runs the check"}).decode() + "\n")
         return 0
-    sys.stdout.write(orjson.dumps(outcome.to_json()).decode() + "\n")
-    return outcome.exit_code
+    sys.stdout.write(orjson.dumps(result.report).decode() + "\n")
+    return result.outcome.exit_code
 
 
 if __name__ == "__main__":

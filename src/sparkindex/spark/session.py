@@ -1,14 +1,23 @@
-"""Creating the SparkSession the way sparkindex needs it.
+"""Creating the SparkSession the way sparkindex needs it, when sparkindex starts it itself.
 
 Python workers must run the project's interpreter (``PYSPARK_PYTHON``) or they import nothing;
 Spark's console progress bar is off because the CLI draws its own per-entity progress.
+
+Only a session sparkindex starts is set up this way: :func:`build_session` sets the workers'
+interpreter in ``os.environ``, a filter on the root logger and a quieter accumulator server. A
+session a caller hands to :mod:`sparkindex.api` (``spark=``) never passes through here, so its
+process keeps its environment and logging as they were (see ``sparkindex.api.session``). Even an
+own session leaves the process's SIGINT handler alone: PySpark replaces it when a context starts
+on the main thread, and neither the CLI's clean stop nor a caller's handler must be lost to that.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +50,18 @@ def register_data_sources(spark: Any) -> None:
 
 
 def _start(conf: Any, log_path: Path | None) -> Any:
+    """The session, the process's SIGINT handler as it was (see the module docstring)."""
+    if threading.current_thread() is not threading.main_thread():
+        return _start_session(conf, log_path)  # PySpark only installs its handler from the main thread
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        return _start_session(conf, log_path)
+    finally:
+        if handler is not None:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGINT, handler)
+
+
+def _start_session(conf: Any, log_path: Path | None) -> Any:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 

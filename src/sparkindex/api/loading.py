@@ -1,0 +1,66 @@
+"""What every call takes first: the pipeline, as a path, YAML text or a loaded :class:`Pipeline`;
+and the preflight that calls which run a job start with."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from sparkindex.api.progress import Watch
+from sparkindex.config import load_pipeline
+from sparkindex.config.loader import parse_pipeline
+from sparkindex.config.model import Pipeline
+from sparkindex.errors import ConfigError
+
+#: a pipeline file's path, its YAML text, or a loaded pipeline
+PipelineArg = Pipeline | str | os.PathLike[str]
+
+
+def load(pipeline: PipelineArg) -> Pipeline:
+    """*pipeline* as a :class:`Pipeline`: text that spans lines or is one flow mapping (``{...}``)
+    is YAML (relative paths in it are taken from the working directory), anything else a path."""
+    if isinstance(pipeline, Pipeline):
+        return pipeline
+    if is_text(pipeline):
+        return parse_pipeline(str(pipeline), origin="<pipeline text>", base_dir=Path.cwd())
+    return load_pipeline(Path(pipeline.strip() if isinstance(pipeline, str) else pipeline))
+
+
+def is_text(pipeline: PipelineArg) -> bool:
+    """Whether *pipeline* is YAML text rather than a path (see :func:`load`)."""
+    if not isinstance(pipeline, str):
+        return False
+    text = pipeline.strip()
+    return "\n" in text or text.startswith("{")
+
+
+def aliases_of(pipeline: Pipeline, aliases: Sequence[str] | None) -> list[str]:
+    """The aliases a call works on (default: all); one the pipeline does not define raises UsageError."""
+    from sparkindex.documents.planning import selected_aliases
+
+    return selected_aliases(pipeline, aliases)
+
+
+def preflight(
+    pipeline: Pipeline,
+    scope: Literal["reindex", "sync"],
+    aliases: Sequence[str] | None,
+    watch: Watch,
+    **options: Any,
+) -> None:
+    """The checks the CLI runs before this kind of run (``sparkindex check``'s, without the probes
+    that write). Warnings go to the progress as phases (or to the log); a failure a person must fix
+    raises :class:`ConfigError` whose message lists the failed checks, as ``check`` prints them:
+    a caller may not see the log."""
+    from sparkindex.preflight import guard
+
+    lines = io.StringIO()
+    try:
+        guard(pipeline, scope, aliases, lines, **options)
+    except ConfigError as exc:
+        raise ConfigError(f"preflight refused the run:\n{lines.getvalue().rstrip()}\n{exc}") from None
+    for line in lines.getvalue().splitlines():
+        watch.warn(f"preflight: {line}")

@@ -107,6 +107,7 @@ class CatchUpRound:
         finally:
             shutil.rmtree(checkpoint, ignore_errors=True)
         if state.error is not None:
+            watcher.record_end(state.error)
             raise state.error
         return stream.summary()
 

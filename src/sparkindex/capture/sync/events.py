@@ -13,6 +13,7 @@ import time
 
 from sparkindex.capture.restarts import BOUNDED_WINDOW_S
 from sparkindex.capture.sync.state import RunState
+from sparkindex.capture.sync_errors import brief
 from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.errors import TransientError
 
@@ -37,6 +38,14 @@ class EventWatcher:
             self.events.record(self.group, kind, message)
         except Exception as exc:  # noqa: BLE001 - counting is best effort; the failure itself is logged by the caller
             log.warning("could not count a %s error in the store: %s", kind, exc)
+
+    def record_end(self, error: BaseException) -> None:
+        """Record the error that ends the run, for the metrics and the server's page; the store
+        may be what failed, and the error itself is raised by the runner either way."""
+        try:
+            self.events.record(self.group, "permanent", brief(error))
+        except Exception as exc:  # noqa: BLE001 - the run's own error must be the one raised
+            log.warning("could not record the error that ended the run of group %r: %s", self.group, brief(exc))
 
     def show(self) -> None:
         """Errors counted by the log reader and the apply tasks (processes Spark owns, whose logs

@@ -68,7 +68,10 @@ class Feed:
                 part.close()
             except Exception as exc:  # noqa: BLE001 - closing the rest matters more than this one's reason
                 log.warning("closing the sync's %s: %s", name, brief(exc))
-        self.store.close()
+        try:
+            self.store.close()
+        except Exception as exc:  # noqa: BLE001 - a run that ended well must not fail on closing
+            log.warning("closing the sync's coordination store: %s", brief(exc))
 
     def __enter__(self) -> Feed:
         return self

@@ -47,6 +47,7 @@ class ChangeStream:
         spark: Callable[[], Any],
         run_id: str,
         until_caught_up: bool,
+        runs_deferred: bool = False,
         idle: Callable[[], None] | None = None,
     ) -> None:
         self.feed = feed
@@ -58,6 +59,8 @@ class ChangeStream:
         self.run_id = run_id
         #: stop at the head recorded at the start (``--until-caught-up``, and every catch-up round)
         self.until_caught_up = until_caught_up
+        #: the runner's idle step may run the daily deferred refresh, which needs a query running
+        self.runs_deferred = runs_deferred
         #: what the runner does between two looks at the query (answer holds, keep its presence)
         self.idle = idle or (lambda: None)
 
@@ -190,7 +193,7 @@ class ChangeStream:
     def _nothing_to_stream(self) -> bool:
         """A bounded run with nothing to apply starts no query (one stopped at once leaves Spark's runner
         process failing to connect back); a stop under way or a daily deferred refresh take the query's."""
-        if self.state.stop_requested.is_set() or self.feed.pipeline.sync.deferred_at is not None:
+        if self.state.stop_requested.is_set() or self.runs_deferred:
             return False
         try:
             self.state.caught_up = self._nothing_left()

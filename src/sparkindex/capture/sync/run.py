@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError
 
 from sparkindex.capture.consumer_offsets import carry_over
 from sparkindex.capture.sync.events import EventWatcher
@@ -170,6 +170,7 @@ class SyncRun:
             spark=self.spark,
             run_id=self.run_id,
             until_caught_up=self.until_caught_up,
+            runs_deferred=self.pipeline.sync.deferred_at is not None,
             idle=lambda: self._idle(holds),
         )
         return stream, gaps, holds
@@ -190,6 +191,7 @@ class SyncRun:
     def _run(self, feed: Feed) -> SyncSummary:
         state = self.state
         stream, gaps, holds = self._parts(feed)
+        watcher = stream.watcher
         key = sync_lock_key(self.group, source_key(self.pipeline))
         token = feed.store.locks.acquire(key, self.holder, LOCK_TTL_S, holder_is_dead=holder_is_dead)
         self._keeper = LockKeeper(feed.store, {key: token}, LOCK_TTL_S, LOCK_REFRESH_S, on_lost=self._on_lock_lost)
@@ -209,19 +211,17 @@ class SyncRun:
         finally:
             try:
                 feed.store.sync_holds.retire(self.group, self.holder)
-            except SQLAlchemyError as exc:
+            except Exception as exc:  # noqa: BLE001 - the presence expires on its own; the lock must still go
                 log.warning("could not retire the sync's presence (it expires on its own): %s", brief(exc))
-            self._keeper.stop()
-            try:
-                feed.store.locks.release(key, token)
-            except DBAPIError as exc:  # the lock expires after its TTL; what ended the run stands
-                log.warning("could not release the sync's lock %s (it expires): %s", key, brief(exc))
-            shutil.rmtree(checkpoint, ignore_errors=True)
+            finally:
+                self._keeper.stop()
+                try:
+                    feed.store.locks.release(key, token)
+                except DBAPIError as exc:  # the lock expires after its TTL; what ended the run stands
+                    log.warning("could not release the sync's lock %s (it expires): %s", key, brief(exc))
+                shutil.rmtree(checkpoint, ignore_errors=True)
         if state.error is not None:
-            try:
-                feed.events.record(self.group, "permanent", brief(state.error))
-            except SQLAlchemyError as exc:  # the store may be what failed; the error itself is raised
-                log.warning("could not record the error that ended the sync: %s", brief(exc))
+            watcher.record_end(state.error)
             raise state.error
         return stream.summary()
 

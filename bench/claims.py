@@ -124,7 +124,7 @@ def _count_statements(store: CoordinationStore) -> list[int]:
 
     for engine in {store.engine, store.single}:  # transactions, and the one-statement writes
         sa.event.listen(engine, "before_cursor_execute", seen)
-    for direct in store.direct_statements():  # PostgreSQL's hot path, on the driver's cursor
+    for direct in store.partition_rows.direct_statements():  # PostgreSQL's hot path, on the driver's cursor
         run = direct.run
 
         def counted(params: Any, run: Any = run) -> Any:
@@ -138,16 +138,16 @@ def _count_statements(store: CoordinationStore) -> list[int]:
 def _work(store: CoordinationStore, ids: list[str], name: str, run_id: str) -> None:
     """Exactly the partition worker's calls for a partition of one acknowledged batch plus a last one."""
     for i, pid in enumerate(ids):
-        rec = store.claim(pid, name, run_id, stale_after_s=600)
+        rec = store.partition_rows.claim(pid, name, run_id, stale_after_s=600)
         if rec is None:
             raise AssertionError(f"{pid} was not claimable")
-        store.save_progress(pid, rec.claim_token, [i * 2], 100, 0, writer=name)
-        store.complete(pid, rec.claim_token, cursor=[i * 2 + 1], success=100, writer=name)
+        store.partition_rows.save_progress(pid, rec.claim_token, [i * 2], 100, 0, writer=name)
+        store.partition_rows.complete(pid, rec.claim_token, cursor=[i * 2 + 1], success=100, writer=name)
 
 
 def _process_claimer(url: str, prefix: str, ids: list[str], n: int, start: Any) -> tuple[int, float]:
     store = CoordinationStore(url, prefix)
-    store.partition(ids[0])  # connected before the clock starts
+    store.partition_rows.partition(ids[0])  # connected before the clock starts
     statements = _count_statements(store)
     statements[0] = 0
     start.wait()
@@ -212,7 +212,7 @@ def _commit_ms(store: CoordinationStore, pid: str, token: int) -> float:
     """Latency of one durable commit, alone: the floor of a single claimer's step."""
     t0 = time.perf_counter()
     for _ in range(50):
-        store.heartbeat(pid, token)
+        store.partition_rows.heartbeat(pid, token)
     return (time.perf_counter() - t0) / 50 * 1000
 
 
@@ -222,13 +222,13 @@ def bench_claims(
     prefix = f"b{uuid.uuid4().hex[:6]}_"
     store = CoordinationStore(url, prefix)
     try:
-        job = store.create_job(["bench"], {}, "bench")
-        store.add_partitions(
+        job = store.job_rows.create_job(["bench"], {}, "bench")
+        store.partition_rows.add_partitions(
             job.id, [PartitionSpec("bench", i, None, None, 100, 100, 0) for i in range(partitions + 1)]
         )
-        ids = [p.id for p in store.partitions(job.id)]
+        ids = [p.id for p in store.partition_rows.partitions(job.id)]
         probe, ids = ids[0], ids[1:]
-        rec = store.claim(probe, "probe", "probe-run", 600)
+        rec = store.partition_rows.claim(probe, "probe", "probe-run", 600)
         assert rec is not None
         commit_ms = _commit_ms(store, probe, rec.claim_token)
         shares = [ids[n::claimers] for n in range(claimers)]
@@ -238,7 +238,7 @@ def bench_claims(
         else:
             wall, statements, client_cpu = _run_threads(store, shares)
         busy1, total1 = _host_busy()
-        done = store.stats(job.id)["bench"].partitions.get("COMPLETED", 0)
+        done = store.partition_stats.stats(job.id)["bench"].partitions.get("COMPLETED", 0)
         assert done == partitions, (done, partitions)
         settings = _settings(store)
     finally:

@@ -269,11 +269,11 @@ def schema_mismatch(pipeline: Path) -> list[str]:
     first index; empty when they are equal. Only the check loads the package, never the loop."""
     from sparkindex.config import load_pipeline
     from sparkindex.documents import infer_mapping, resolve_index
-    from sparkindex.sources.registry import open_source
+    from sparkindex.resources import open_source_url
     from sparkindex.targets.tantivy.schema import build_schema
 
     config = load_pipeline(pipeline)
-    source = open_source(config.source_url())
+    source = open_source_url(config.source_url())
     try:
         plan = resolve_index(source, config.indexes[0], "indexes[0]")
         theirs, _ = build_schema(infer_mapping(plan, "indexes[0]"))

@@ -17,8 +17,8 @@ from bench.pg import MYSQL, services
 from sparkindex.demo.shop import generate_shop, shop_index_config
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.e2e.shop import copy_shop, fresh_database
@@ -27,7 +27,7 @@ CONFIG = shop_index_config()
 
 
 def docs_per_s(url: str) -> float:
-    source = open_source(url)
+    source = open_source_url(url)
     builder = DocumentBuilder(source, resolve_index(source, CONFIG, "bench"))
     best = 0.0
     for _ in range(2):

@@ -20,8 +20,8 @@ import tantivy
 
 from sparkindex.config import load_pipeline
 from sparkindex.documents import DocumentBuilder, infer_mapping, resolve_index
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
 
 PAGE = 1000
@@ -58,7 +58,7 @@ def naive_loop(pipeline_path: Path, out_dir: Path, writer_threads: int = 2) -> N
     before its loop; the pipeline's figure, by contrast, includes Spark's start-up.
     """
     pipeline = load_pipeline(pipeline_path)
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
     builder = DocumentBuilder(source, plan)
     schema, sp = build_schema(infer_mapping(plan, "indexes[0]"))

@@ -53,7 +53,7 @@ from sparkindex.config import load_pipeline
 from sparkindex.demo.large import generate_large_postgres, write_large_pipeline
 from sparkindex.documents import resolve_index
 from sparkindex.documents.in_database import JsonAggregationBuilder
-from sparkindex.sources.registry import open_source
+from sparkindex.resources import open_source_url
 
 #: PGSync 7.3 into a null endpoint, 2 KB nested documents from PostgreSQL, measured once on this kind of machine.
 PEER_PGSYNC_DOCS_PER_S = 2400
@@ -92,7 +92,7 @@ def point_at(pipeline: Path, target_url: str) -> None:
 def source_ceiling(pipeline: Path) -> float:
     """Documents/s of COPY over the in-database builder's own statement for the whole table."""
     loaded = load_pipeline(pipeline)
-    source = open_source(loaded.source_url())
+    source = open_source_url(loaded.source_url())
     try:
         plan = resolve_index(source, loaded.indexes[0], "indexes[0]")
         return copy_ceiling(loaded.source_url(), JsonAggregationBuilder(source, plan))

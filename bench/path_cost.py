@@ -32,8 +32,8 @@ import tantivy
 from bench.independent import HEAP, PAGE, WideDb, encode, hand_schema, pages
 from sparkindex.config import load_pipeline
 from sparkindex.documents import DocumentBuilder, infer_mapping, resolve_index
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
 
 Steps = dict[str, float]
@@ -92,7 +92,7 @@ def independent_path(url: str, n_pages: int) -> PathCost:
 def package_path(pipeline_path: Path, n_pages: int) -> PathCost:
     """The pipeline's steps in a worker: the builder's page, bulk items, conversion, add."""
     pipeline = load_pipeline(pipeline_path)
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
     builder = DocumentBuilder(source, plan)
     schema, schema_plan = build_schema(infer_mapping(plan, "indexes[0]"))

@@ -27,8 +27,8 @@ import orjson
 from sparkindex.config import load_pipeline
 from sparkindex.documents import DocumentBuilder, infer_mapping, resolve_index
 from sparkindex.documents.hashing import content_hash, dumps_document
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
 
 
@@ -44,7 +44,7 @@ def _each(step: Callable[[Any], Any], values: list[Any]) -> list[Any]:
 
 def per_document_us(pipeline_path: Path, rows: int = 2000, repeats: int = 7) -> dict[str, float]:
     pipeline = load_pipeline(pipeline_path)
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
     builder = DocumentBuilder(source, plan)
     _, schema_plan = build_schema(infer_mapping(plan, "indexes[0]"))

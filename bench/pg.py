@@ -18,8 +18,8 @@ from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.documents.in_database import JsonAggregationBuilder
 from sparkindex.jobs.reindex import ReindexJob
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -71,7 +71,7 @@ def bench_postgres(rows: int, work: Path) -> list[dict[str, Any]]:
     text = text.replace("url: sqlite:///.sparkindex/state.db", f"url: {url}\n  prefix: bench_")
     path.write_text(text)
     pipeline = load_pipeline(path)
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
     in_db = JsonAggregationBuilder(source, plan)
     python_rate, db_rate = _docs_per_s(DocumentBuilder(source, plan)), _docs_per_s(in_db)

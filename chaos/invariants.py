@@ -230,7 +230,7 @@ def left_unfinished(store: CoordinationStore) -> list[str]:
     the trial has exited and the last rebuild completed, recovery (or the job itself) must have
     settled every one of them, or they hold a log position (a slot's WAL) for ever."""
     out: list[str] = []
-    jobs = store.jobs()
+    jobs = store.job_rows.jobs()
     live = (JobStatus.INITIALIZING, JobStatus.READY, JobStatus.RUNNING, JobStatus.STOPPING)
     out += [f"job {j.id} left {j.status}" for j in jobs if j.status in live]
     done = (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS)
@@ -260,7 +260,7 @@ def rebuild_completed(run: TrialRun) -> list[str]:
     job_id = str(orjson.loads(reports[-1]).get("job_id"))
     store = CoordinationStore(run.store_direct_url)
     try:
-        job = store.job(job_id)
+        job = store.job_rows.job(job_id)
     finally:
         store.close()
     return [] if job.status == JobStatus.COMPLETED else [f"{what}: its job {job_id} is {job.status}"]

@@ -24,8 +24,8 @@ from bench.wide import generate_wide_sqlite, write_wide_pipeline
 
 from sparkindex.config import load_pipeline
 from sparkindex.documents import DocumentBuilder, infer_mapping, resolve_index
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
 
 ROOTS = 60
@@ -48,7 +48,7 @@ def wide(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def pipeline_docs(pipeline: Path) -> list[Indexed]:
     config = load_pipeline(pipeline)
-    source = open_source(config.source_url())
+    source = open_source_url(config.source_url())
     plan = resolve_index(source, config.indexes[0], "indexes[0]")
     _, sp = build_schema(infer_mapping(plan, "indexes[0]"))
     builder = DocumentBuilder(source, plan)

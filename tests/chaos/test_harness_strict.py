@@ -135,8 +135,8 @@ def test_the_last_rebuild_failed_is_a_violation_whatever_the_jobs_clocks_say(tmp
     failed one before it."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = CoordinationStore(url)
-    failed = store.create_job(["products", "reviews"], {}, "r1")
-    done = store.create_job(["products", "reviews"], {}, "r2")
+    failed = store.job_rows.create_job(["products", "reviews"], {}, "r1")
+    done = store.job_rows.create_job(["products", "reviews"], {}, "r2")
     job = store.t.job
     with store.engine.begin() as conn:
         conn.execute(sa.update(job).where(job.c.id == failed.id).values(status=str(JobStatus.FAILED), created_at=2.0))

@@ -32,7 +32,7 @@ def test_each_leftover_is_reported(tmp_path: Path) -> None:
     running = job_in(store, JobStatus.RUNNING)
     done = job_in(store, JobStatus.COMPLETED)
     abandoned = job_in(store, JobStatus.FAILED)
-    store.update_job(abandoned.id, error_message=NOT_RESUMABLE + "abandoned by reindex --new")
+    store.job_rows.update_job(abandoned.id, error_message=NOT_RESUMABLE + "abandoned by reindex --new")
     for job in (done, abandoned):
         offsets.save(CATCH_UP_PREFIX + job.id, {"products": (7, {"lsn": "0/7"}, "products_v3")})
 

@@ -58,15 +58,15 @@ def test_cluster_reindex_survives_a_worker_kill_and_refuses_a_second_run(
     try:
 
         def underway() -> bool:
-            jobs = store.jobs(["products"])
-            return bool(jobs) and len(store.partitions(jobs[0].id, [P.COMPLETED])) >= 2
+            jobs = store.job_rows.jobs(["products"])
+            return bool(jobs) and len(store.partition_rows.partitions(jobs[0].id, [P.COMPLETED])) >= 2
 
         wait_for(underway, 400, "the first run to complete two partitions", every=0.1)
 
         # Kill one worker JVM mid-job, at once (a second CLI's start-up first gave a faster job the
         # time to finish); its executor goes with it and Spark reschedules the tasks.
-        job_id = store.jobs(["products"])[0].id
-        assert store.partitions(job_id, [P.PENDING, P.PROCESSING]), "the kill must land mid-job"
+        job_id = store.job_rows.jobs(["products"])[0].id
+        assert store.partition_rows.partitions(job_id, [P.PENDING, P.PROCESSING]), "the kill must land mid-job"
         os.kill(cluster.worker(0).pid, signal.SIGKILL)
 
         # A second run for the same alias refuses cleanly while the first, recovering, holds the lock.

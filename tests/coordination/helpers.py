@@ -33,9 +33,9 @@ def spec(i: int, *, entity: str = "products", estimated: int = 10, work: int = 1
 
 
 def new_job(store: CoordinationStore, n: int) -> tuple[str, list[str]]:
-    job = store.create_job(["products"], {}, "test")
-    store.add_partitions(job.id, [spec(i) for i in range(n)])
-    return job.id, [p.id for p in store.partitions(job.id)]
+    job = store.job_rows.create_job(["products"], {}, "test")
+    store.partition_rows.add_partitions(job.id, [spec(i) for i in range(n)])
+    return job.id, [p.id for p in store.partition_rows.partitions(job.id)]
 
 
 def age_heartbeat(store: CoordinationStore, pid: str, seconds_ago: float = LONG_AGO) -> None:
@@ -66,9 +66,9 @@ def job_in(store: CoordinationStore, status: JobStatus) -> JobRecord:
         J.COMPLETED: [J.READY, J.RUNNING, J.COMPLETED],
         J.COMPLETED_WITH_ERRORS: [J.READY, J.RUNNING, J.COMPLETED_WITH_ERRORS],
     }
-    job = store.create_job(["products"], {}, "test")
+    job = store.job_rows.create_job(["products"], {}, "test")
     for step in paths[status]:
-        job = store.transition_job(job.id, step)
+        job = store.job_rows.transition_job(job.id, step)
     assert job.status == status
     return job
 
@@ -86,7 +86,7 @@ def claim_all(url: str, prefix: str, ids: list[str], n: int, barrier: object, re
         random.Random(n).shuffle(order)
         barrier.wait(timeout=120)  # type: ignore[attr-defined]
         for pid in order:
-            rec = store.claim(pid, f"w{n}", f"run-{n}", stale_after_s=3600)
+            rec = store.partition_rows.claim(pid, f"w{n}", f"run-{n}", stale_after_s=3600)
             if rec is None:
                 continue
             if rec.status != P.PROCESSING or rec.owner != f"w{n}" or rec.id != pid:

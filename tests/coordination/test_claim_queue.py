@@ -24,7 +24,7 @@ def test_the_queue_ends_once_the_lock_is_taken(store: CoordinationStore) -> None
     queue = claim_queue(store, job_id, "run-a", retries, ["products"])
     first = next(queue)
     assert first in ids
-    assert store.claim(first, "task-1", "run-a", 60.0) is not None
+    assert store.partition_rows.claim(first, "task-1", "run-a", 60.0) is not None
     store.locks.acquire("products", "thief", 60.0, holder_is_dead=lambda _lock: True)
     assert list(queue) == [], "a task of a run that lost its lock claimed on"
     lock = store.locks.get("products")

@@ -26,7 +26,7 @@ def _sqlalchemy_statements(store: CoordinationStore) -> list[str]:
 
 def _backend_pid(store: CoordinationStore) -> int:
     """This thread's direct connection's server process (made if the thread has none)."""
-    return int(store.direct_connections.connection().info.backend_pid)
+    return int(store.partition_rows.direct_connections.connection().info.backend_pid)
 
 
 def _alive(store: CoordinationStore, pid: int) -> bool:
@@ -38,14 +38,14 @@ def _alive(store: CoordinationStore, pid: int) -> bool:
 def test_the_hot_path_runs_on_the_driver_cursor(store: CoordinationStore) -> None:
     _, (pid, other) = new_job(store, 2)
     seen = _sqlalchemy_statements(store)
-    rec = store.claim(pid, "w1", "run-A", stale_after_s=60)
+    rec = store.partition_rows.claim(pid, "w1", "run-A", stale_after_s=60)
     assert rec is not None and rec.status == PartitionStatus.PROCESSING and rec.claim_token == 1
     assert rec.cursor is None and rec.range_start is None and rec.last_heartbeat > 0  # the whole row came back
-    store.save_progress(pid, rec.claim_token, ["a|b", None], 3, 1, writer="w1")
-    store.complete(pid, rec.claim_token, cursor=["z"], success=2, writer="w1")
+    store.partition_rows.save_progress(pid, rec.claim_token, ["a|b", None], 3, 1, writer="w1")
+    store.partition_rows.complete(pid, rec.claim_token, cursor=["z"], success=2, writer="w1")
     assert seen == [], "claim, progress and complete must not go through SQLAlchemy's execution"
-    assert store.direct_connections.open_count() == 1
-    done = store.partition(pid)
+    assert store.partition_rows.direct_connections.open_count() == 1
+    done = store.partition_rows.partition(pid)
     assert (done.status, done.cursor, done.success_count, done.failed_count) == (
         PartitionStatus.COMPLETED,
         ("z",),
@@ -54,23 +54,23 @@ def test_the_hot_path_runs_on_the_driver_cursor(store: CoordinationStore) -> Non
     )
     # the rare paths keep their checks: a stale token is refused and counted
     with pytest.raises(Exception, match="no longer the owner"):
-        store.save_progress(pid, rec.claim_token, ["y"], 1, 0)
+        store.partition_rows.save_progress(pid, rec.claim_token, ["y"], 1, 0)
     pt = store.t.partition
     with store.engine.connect() as conn:
         assert conn.execute(sa.select(pt.c.update_errors).where(pt.c.id == pid)).scalar_one() == 1
-    assert store.claim(other, "w2", "run-B", stale_after_s=60) is not None
+    assert store.partition_rows.claim(other, "w2", "run-B", stale_after_s=60) is not None
 
 
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 def test_a_killed_connection_is_replaced_and_the_statement_rerun(store: CoordinationStore) -> None:
     _, (a, b) = new_job(store, 2)
-    first = store.claim(a, "w1", "run-A", stale_after_s=60)
+    first = store.partition_rows.claim(a, "w1", "run-A", stale_after_s=60)
     assert first is not None
     killed = _backend_pid(store)
     with store.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": killed}).scalar_one()
     failures: list[str] = []
-    original = store.direct_statements()[0].run.__func__  # type: ignore[attr-defined]
+    original = store.partition_rows.direct_statements()[0].run.__func__  # type: ignore[attr-defined]
 
     def watched(self: Any, params: Any) -> Any:
         try:
@@ -79,15 +79,15 @@ def test_a_killed_connection_is_replaced_and_the_statement_rerun(store: Coordina
             failures.append(f"invalidated={exc.connection_invalidated}")
             raise
 
-    for stmt in store.direct_statements():
+    for stmt in store.partition_rows.direct_statements():
         stmt.run = watched.__get__(stmt)  # type: ignore[method-assign]
     # the thread's connection is dead: the claim fails as a disconnect and is rerun on a new one
-    second = store.claim(b, "w1", "run-A", stale_after_s=60)
+    second = store.partition_rows.claim(b, "w1", "run-A", stale_after_s=60)
     assert second is not None and second.claim_token == 1
     assert failures == ["invalidated=True"], failures
     assert _backend_pid(store) != killed
-    store.complete(a, first.claim_token, success=1)
-    assert store.partition(a).status == PartitionStatus.COMPLETED
+    store.partition_rows.complete(a, first.claim_token, success=1)
+    assert store.partition_rows.partition(a).status == PartitionStatus.COMPLETED
 
 
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
@@ -107,12 +107,12 @@ def test_an_interrupted_statement_leaves_no_busy_connection_behind(store: Coordi
         try:
             signal.setitimer(signal.ITIMER_REAL, 0.5)
             with pytest.raises(RuntimeError, match="interrupted"):
-                store.claim(a, "w1", "run-A", stale_after_s=60)  # blocks on the row lock
+                store.partition_rows.claim(a, "w1", "run-A", stale_after_s=60)  # blocks on the row lock
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
         locker.rollback()
-    rec = store.claim(b, "w1", "run-A", stale_after_s=60)  # the same thread goes on
+    rec = store.partition_rows.claim(b, "w1", "run-A", stale_after_s=60)  # the same thread goes on
     assert rec is not None and rec.claim_token == 1
     assert _backend_pid(store) != interrupted, "the busy connection was replaced"
 
@@ -120,26 +120,26 @@ def test_an_interrupted_statement_leaves_no_busy_connection_behind(store: Coordi
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 def test_close_closes_every_connection_and_the_store_goes_on(store: CoordinationStore) -> None:
     _, (a, b) = new_job(store, 2)
-    assert store.claim(a, "w1", "run-A", stale_after_s=60) is not None
+    assert store.partition_rows.claim(a, "w1", "run-A", stale_after_s=60) is not None
     before = _backend_pid(store)
     store.close()
-    assert store.direct_connections.open_count() == 0
+    assert store.partition_rows.direct_connections.open_count() == 0
     assert not _alive(store, before), "closed, not left to the garbage collector"
-    assert store.claim(b, "w1", "run-A", stale_after_s=60) is not None  # reconnects
+    assert store.partition_rows.claim(b, "w1", "run-A", stale_after_s=60) is not None  # reconnects
     assert _backend_pid(store) != before
 
 
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 def test_a_server_error_is_sqlalchemys_dbapi_error(store: CoordinationStore) -> None:
     _, (pid,) = new_job(store, 1)
-    rec = store.claim(pid, "w1", "run-A", stale_after_s=60)
+    rec = store.partition_rows.claim(pid, "w1", "run-A", stale_after_s=60)
     assert rec is not None
     connection = _backend_pid(store)
     with pytest.raises(sa.exc.DBAPIError) as caught:
-        store.save_progress(pid, rec.claim_token, None, 1, 0, writer="w" * 300)  # writer is VARCHAR(255)
+        store.partition_rows.save_progress(pid, rec.claim_token, None, 1, 0, writer="w" * 300)  # writer is VARCHAR(255)
     assert not caught.value.connection_invalidated
     assert "[SQL: UPDATE" in str(caught.value) and "w" * 300 not in str(caught.value), "parameters stay hidden"
-    store.complete(pid, rec.claim_token, success=1)
+    store.partition_rows.complete(pid, rec.claim_token, success=1)
     assert _backend_pid(store) == connection, "a statement error keeps the (idle) connection"
 
 
@@ -152,12 +152,12 @@ def test_each_thread_has_its_own_connection(store: CoordinationStore) -> None:
     def work(share: list[str], name: str) -> None:
         try:
             for n, pid in enumerate(share):
-                rec = store.claim(pid, name, "run-A", stale_after_s=60, take_over_run=False)
+                rec = store.partition_rows.claim(pid, name, "run-A", stale_after_s=60, take_over_run=False)
                 assert rec is not None
                 if n == 0:
                     all_connected.wait()
                     counted.wait()
-                store.complete(pid, rec.claim_token, success=1)
+                store.partition_rows.complete(pid, rec.claim_token, success=1)
         except BaseException as exc:  # noqa: BLE001 - re-raised below
             errors.append(exc)
 
@@ -165,10 +165,10 @@ def test_each_thread_has_its_own_connection(store: CoordinationStore) -> None:
     for t in threads:
         t.start()
     all_connected.wait()
-    live = store.direct_connections.open_count()
+    live = store.partition_rows.direct_connections.open_count()
     counted.wait()
     for t in threads:
         t.join()
     assert not errors, errors
     assert live == 4
-    assert {p.status for p in store.partitions(job_id)} == {PartitionStatus.COMPLETED}
+    assert {p.status for p in store.partition_rows.partitions(job_id)} == {PartitionStatus.COMPLETED}

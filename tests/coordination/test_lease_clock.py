@@ -36,9 +36,10 @@ from sparkindex.coordination.store import CoordinationStore
 url, prefix, what, job_id, pid, token = sys.argv[1:]
 store = CoordinationStore(url, prefix)
 if what == "heartbeat":
-    store.heartbeat(pid, int(token)); out = None
+    store.partition_rows.heartbeat(pid, int(token)); out = None
 elif what == "claim":
-    rec = store.claim(pid, "jumped-claimer", "run-jumped", float(sys.argv[7]) if len(sys.argv) > 7 else 60.0)
+    timeout = float(sys.argv[7]) if len(sys.argv) > 7 else 60.0
+    rec = store.partition_rows.claim(pid, "jumped-claimer", "run-jumped", timeout)
     out = None if rec is None else rec.claim_token
 elif what == "lock":
     from sparkindex.coordination.recovery import holder_is_dead
@@ -48,7 +49,7 @@ elif what == "lock":
     except LockHeld as exc:
         out = "held"
 else:
-    out = list(store.reclaim_stale(job_id, 60.0, 3))
+    out = list(store.partition_resets.reclaim_stale(job_id, 60.0, 3))
 print(orjson.dumps({"out": out}).decode())
 """
 
@@ -61,7 +62,7 @@ def _in_jumped_process(tmp_path: Path, jump_s: float, url: str, prefix: str, *ar
 def held(store: CoordinationStore) -> tuple[str, str, PartitionRecord]:
     """(job id, partition id, the claim) of a partition a live holder has just claimed."""
     job_id, (pid, *_) = new_job(store, 2)
-    rec = store.claim(pid, "holder", "run-1", STALE_AFTER_S)
+    rec = store.partition_rows.claim(pid, "holder", "run-1", STALE_AFTER_S)
     assert rec is not None
     return job_id, pid, rec
 
@@ -73,8 +74,10 @@ def test_a_holder_whose_clock_fell_behind_keeps_its_partition(
     (url, prefix), (job_id, pid, rec) = store_url, held
     # the holder renews from a process whose wall clock is 90 s behind
     _in_jumped_process(tmp_path, -90.0, url, prefix, "heartbeat", job_id, pid, str(rec.claim_token))
-    assert store.claim(pid, "other", "run-2", STALE_AFTER_S) is None, "a live holder's partition was taken over"
-    assert store.reclaim_stale(job_id, STALE_AFTER_S, 3) == (0, 0)
+    assert store.partition_rows.claim(pid, "other", "run-2", STALE_AFTER_S) is None, (
+        "a live holder's partition was taken over"
+    )
+    assert store.partition_resets.reclaim_stale(job_id, STALE_AFTER_S, 3) == (0, 0)
 
 
 @pytest.mark.parametrize("store_url", SERVER_STORES, indirect=True)
@@ -82,12 +85,12 @@ def test_a_claimer_or_driver_whose_clock_ran_ahead_takes_no_live_partition(
     tmp_path: Path, store_url: tuple[str, str], store: CoordinationStore, held: tuple[str, str, PartitionRecord]
 ) -> None:
     (url, prefix), (job_id, pid, rec) = store_url, held
-    store.heartbeat(pid, rec.claim_token)
+    store.partition_rows.heartbeat(pid, rec.claim_token)
     assert _in_jumped_process(tmp_path, 90.0, url, prefix, "claim", job_id, pid, "0") is None
     assert _in_jumped_process(tmp_path, 90.0, url, prefix, "reclaim", job_id, pid, "0") == [0, 0]
-    assert store.partition(pid).claim_token == rec.claim_token
+    assert store.partition_rows.partition(pid).claim_token == rec.claim_token
     # the control: a partition whose holder really stopped renewing is taken over
-    assert store.claim(pid, "other", "run-2", 0.0) is not None
+    assert store.partition_rows.claim(pid, "other", "run-2", 0.0) is not None
 
 
 @pytest.mark.parametrize("store_url", SERVER_STORES, indirect=True)

@@ -43,12 +43,12 @@ def test_store_keeps_working_after_a_real_postgres_restart(store_url: tuple[str,
     store = CoordinationStore(url, prefix)
     try:
         assert not store.engine.pool._pre_ping and not store.single.pool._pre_ping, "no ping per checkout"
-        job = store.create_job(["products"], {}, "test")
-        store.add_partitions(job.id, [spec(0), spec(1), spec(2)])
-        a, b, c = (p.id for p in store.partitions(job.id))
+        job = store.job_rows.create_job(["products"], {}, "test")
+        store.partition_rows.add_partitions(job.id, [spec(0), spec(1), spec(2)])
+        a, b, c = (p.id for p in store.partition_rows.partitions(job.id))
         # this thread's direct connection (PostgreSQL's claim path), which the restart will kill too
-        assert store.claim(c, "before-restart", "run-A", stale_after_s=60) is not None
-        assert store.direct_connections.open_count() == 1
+        assert store.partition_rows.claim(c, "before-restart", "run-A", stale_after_s=60) is not None
+        assert store.partition_rows.direct_connections.open_count() == 1
         # several pooled connections in both pools, all of which the restart will kill
         conns = [engine.connect() for engine in (store.engine, store.single) for _ in range(3)]
         started = conns[0].execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one()
@@ -64,17 +64,17 @@ def test_store_keeps_working_after_a_real_postgres_restart(store_url: tuple[str,
             raise
 
         # the very same store object, its pooled connections now dead: the product's path first
-        rec = store.claim(a, "after-restart", "run-A", stale_after_s=60)
+        rec = store.partition_rows.claim(a, "after-restart", "run-A", stale_after_s=60)
         assert rec is not None and rec.status == PartitionStatus.PROCESSING and rec.claim_token == 1
-        store.save_progress(rec.id, rec.claim_token, [1], 1, 0)
-        store.complete(rec.id, rec.claim_token, cursor=[2], success=1)
-        done = store.partition(rec.id)
+        store.partition_rows.save_progress(rec.id, rec.claim_token, [1], 1, 0)
+        store.partition_rows.complete(rec.id, rec.claim_token, cursor=[2], success=1)
+        done = store.partition_rows.partition(rec.id)
         assert done.status == PartitionStatus.COMPLETED and done.processed_count == 2
-        again = store.claim(b, "after-restart", "run-A", stale_after_s=60)
+        again = store.partition_rows.claim(b, "after-restart", "run-A", stale_after_s=60)
         assert again is not None
         # the one-statement engine's pool (the rare paths: release, refusals) recovers as well
-        store.release(b, again.claim_token)
-        assert store.partition(b).status == PartitionStatus.PENDING
+        store.partition_rows.release(b, again.claim_token)
+        assert store.partition_rows.partition(b).status == PartitionStatus.PENDING
         with store.engine.connect() as conn:
             assert conn.execute(sa.text("SELECT pg_postmaster_start_time()")).scalar_one() > started, "no restart"
     finally:

@@ -167,12 +167,12 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
         assert sa.inspect(store.engine).has_table(f"{prefix}si_swap_attempt")  # v9
         assert sa.inspect(store.engine).has_table(f"{prefix}si_sync_offset")  # v10 (test_schema_upgrade.py)
 
-        job = store.job(job_id)
+        job = store.job_rows.job(job_id)
         assert job.status == JobStatus.RUNNING and job.run_id == "run-v1"
         assert job.fingerprint is None, "a job planned before fingerprints has none"
         assert job.config == {"batch": 7} and job.targets == {"products": "products_v1"}
         assert (job.total_records, job.processed_records, job.success_records, job.failed_records) == (300, 130, 125, 5)
-        parts = {p.partition_index: p for p in store.partitions(job_id)}
+        parts = {p.partition_index: p for p in store.partition_rows.partitions(job_id)}
         assert {i: p.id for i, p in parts.items()} == ids
         assert [parts[i].status for i in range(3)] == [P.COMPLETED, P.PROCESSING, P.PENDING]
         assert parts[0].cursor == (99,) and parts[0].range_end == (100,) and parts[0].range_start is None
@@ -181,12 +181,12 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
         assert all(p.writer is None for p in parts.values())
 
         # the pre-upgrade claim still fences, and its writer is now recorded
-        store.save_progress(ids[1], 2, [140, "y"], 9, 1, writer="x")
-        assert store.partition(ids[1]).writer == "x"
-        assert store.partition(ids[1]).processed_count == 40
-        fresh = store.claim(ids[2], "exec-new", "run-new", 60)
+        store.partition_rows.save_progress(ids[1], 2, [140, "y"], 9, 1, writer="x")
+        assert store.partition_rows.partition(ids[1]).writer == "x"
+        assert store.partition_rows.partition(ids[1]).processed_count == 40
+        fresh = store.partition_rows.claim(ids[2], "exec-new", "run-new", 60)
         assert fresh is not None and fresh.id == ids[2]
-        store.save_progress(fresh.id, fresh.claim_token, [201], 1, 0, writer="exec-new:1")
+        store.partition_rows.save_progress(fresh.id, fresh.claim_token, [201], 1, 0, writer="exec-new:1")
         store.write_ahead.record(job_id, fresh.id, fresh.claim_token, 1, [201], [Written("202")], 1)  # v8
         assert store.write_ahead.unacknowledged(fresh.id, fresh.claim_token, [201]) == [Written("202")]
         with store.swap_log.attempt("products", "products_v1", None, 1, job_id):  # v9
@@ -196,7 +196,7 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
         with store.engine.connect() as conn:
             writers = dict(conn.execute(sa.select(pt.c.id, pt.c.writer).where(pt.c.job_id == job_id)).all())
         assert writers == {ids[0]: None, ids[1]: "x", ids[2]: "exec-new:1"}
-        stats = store.stats(job_id)["products"]
+        stats = store.partition_stats.stats(job_id)["products"]
         assert (stats.processed, stats.success, stats.failed) == (141, 135, 6)
     finally:
         store.close()
@@ -229,7 +229,7 @@ def test_fresh_store_is_created_at_the_current_version(store_url: tuple[str, str
 def test_store_with_a_newer_schema_is_refused(store_url: tuple[str, str]) -> None:
     url, prefix = store_url
     store = CoordinationStore(url, prefix)
-    job = store.create_job(["products"], {}, "test")
+    job = store.job_rows.create_job(["products"], {}, "test")
     st = store.t.schema
     with store.engine.begin() as conn:
         conn.execute(st.update().where(st.c.id == 1).values(version=SCHEMA_VERSION + 1))

@@ -24,9 +24,8 @@ import sqlalchemy as sa
 from sparkindex.coordination.engine import make_engine
 from sparkindex.coordination.records import DeadLetter
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.coordination.tables import SCHEMA_VERSION, make_tables
-from sparkindex.coordination.verify_runs import COUNTS, VerifyRun, VerifyRuns
+from sparkindex.coordination.verify_runs import COUNTS, VerifyRun
 from tests.coordination.legacy_v9 import make_first_use, make_v9_core
 
 JOB = "11111111-2222-3333-4444-555555555555"
@@ -262,11 +261,13 @@ def test_a_v9_store_is_migrated_in_place_and_keeps_its_rows(store_url: tuple[str
         assert SCHEMA_VERSION == 10
         assert_current_schema(store.engine, prefix)
         # the core's rows, untouched by the new migration
-        assert store.job(JOB).targets == {"products": "products_v2"}
-        assert [p.id for p in sorted(store.partitions(JOB), key=lambda p: p.partition_index)] == PARTITIONS
+        assert store.job_rows.job(JOB).targets == {"products": "products_v2"}
+        assert [
+            p.id for p in sorted(store.partition_rows.partitions(JOB), key=lambda p: p.partition_index)
+        ] == PARTITIONS
         assert [d.doc_id for d in store.dead_letters.list()] == ["5"]
-        events = SyncEvents(store.engine, prefix)
-        runs = VerifyRuns(store)
+        events = store.sync_events
+        runs = store.verify_runs
 
         if shape != "absent":  # the first-use tables' rows, read through the store's concept modules
             [group] = store.offsets.every_group()

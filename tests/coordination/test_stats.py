@@ -16,30 +16,30 @@ P = PartitionStatus
 
 # -- stats -----------------------------------------------------------------------------------------
 def test_stats_and_roll_up(store: CoordinationStore) -> None:
-    job = store.create_job(["products", "orders"], {}, "test")
-    store.add_partitions(
+    job = store.job_rows.create_job(["products", "orders"], {}, "test")
+    store.partition_rows.add_partitions(
         job.id,
         [spec(0, estimated=100), spec(1, estimated=50), spec(2, estimated=25), spec(0, entity="orders", estimated=40)],
     )
-    before = store.stats(job.id)
+    before = store.partition_stats.stats(job.id)
     assert set(before) == {"orders", "products"}
     assert before["products"].total == 175 and before["orders"].total == 40
     assert before["products"].partitions == {"PENDING": 3}
     assert before["products"].processed == 0 and not before["products"].done
 
-    parts = {(p.entity, p.partition_index): p for p in store.partitions(job.id)}
-    a = store.claim(parts[("products", 0)].id, "w", "r", 60)
-    b = store.claim(parts[("products", 1)].id, "w", "r", 60)
-    c = store.claim(parts[("orders", 0)].id, "w", "r", 60)
+    parts = {(p.entity, p.partition_index): p for p in store.partition_rows.partitions(job.id)}
+    a = store.partition_rows.claim(parts[("products", 0)].id, "w", "r", 60)
+    b = store.partition_rows.claim(parts[("products", 1)].id, "w", "r", 60)
+    c = store.partition_rows.claim(parts[("orders", 0)].id, "w", "r", 60)
     assert a and b and c
-    store.save_progress(a.id, a.claim_token, [10], 8, 2)
-    store.save_progress(a.id, a.claim_token, [20], 5, 0)
-    store.save_progress(b.id, b.claim_token, [30], 4, 1)
-    store.save_progress(c.id, c.claim_token, [40], 40, 0)
-    store.complete(a.id, a.claim_token)
-    store.complete(c.id, c.claim_token)
+    store.partition_rows.save_progress(a.id, a.claim_token, [10], 8, 2)
+    store.partition_rows.save_progress(a.id, a.claim_token, [20], 5, 0)
+    store.partition_rows.save_progress(b.id, b.claim_token, [30], 4, 1)
+    store.partition_rows.save_progress(c.id, c.claim_token, [40], 40, 0)
+    store.partition_rows.complete(a.id, a.claim_token)
+    store.partition_rows.complete(c.id, c.claim_token)
 
-    stats = store.stats(job.id)
+    stats = store.partition_stats.stats(job.id)
     prod, orders = stats["products"], stats["orders"]
     assert (prod.total, prod.processed, prod.success, prod.failed) == (175, 20, 17, 3)
     assert prod.partitions == {"COMPLETED": 1, "PROCESSING": 1, "PENDING": 1}
@@ -50,7 +50,7 @@ def test_stats_and_roll_up(store: CoordinationStore) -> None:
 
     rolled = store.roll_up(job.id)
     assert rolled == stats
-    rec = store.job(job.id)
+    rec = store.job_rows.job(job.id)
     assert rec.total_records == 215
     assert rec.processed_records == 60
     assert rec.success_records == 57
@@ -59,24 +59,24 @@ def test_stats_and_roll_up(store: CoordinationStore) -> None:
 
 
 def test_stats_of_unknown_job_is_empty(store: CoordinationStore) -> None:
-    assert store.stats("no-such-job") == {}
+    assert store.partition_stats.stats("no-such-job") == {}
 
 
 def test_stats_aggregate_many_progress_calls_per_entity_and_status(store: CoordinationStore) -> None:
     """Sums per entity and partition counts per status, checked against a ledger kept here."""
-    job = store.create_job(["products", "orders", "users"], {}, "test")
+    job = store.job_rows.create_job(["products", "orders", "users"], {}, "test")
     layout = {"products": [100, 60, 30, 10], "orders": [70, 20], "users": [5, 5, 5]}
-    store.add_partitions(
+    store.partition_rows.add_partitions(
         job.id,
         [spec(i, entity=e, estimated=est) for e, ests in layout.items() for i, est in enumerate(ests)],
     )
-    other = store.create_job(["products"], {}, "test")  # another job's rows never leak into ours
-    store.add_partitions(other.id, [spec(0, estimated=999)])
-    o = store.claim(store.partitions(other.id)[0].id, "x", "run", 60)
+    other = store.job_rows.create_job(["products"], {}, "test")  # another job's rows never leak into ours
+    store.partition_rows.add_partitions(other.id, [spec(0, estimated=999)])
+    o = store.partition_rows.claim(store.partition_rows.partitions(other.id)[0].id, "x", "run", 60)
     assert o is not None
-    store.save_progress(o.id, o.claim_token, [1], 500, 500)
+    store.partition_rows.save_progress(o.id, o.claim_token, [1], 500, 500)
 
-    parts = {(p.entity, p.partition_index): p for p in store.partitions(job.id)}
+    parts = {(p.entity, p.partition_index): p for p in store.partition_rows.partitions(job.id)}
     ledger = {e: [0, 0] for e in layout}  # entity -> [success, failed]
     batches = {
         ("products", 0): [(10, 0), (7, 3), (1, 1)],
@@ -88,25 +88,27 @@ def test_stats_aggregate_many_progress_calls_per_entity_and_status(store: Coordi
     }
     tokens = {}
     for key, calls in batches.items():
-        rec = store.claim(parts[key].id, "w", "run", stale_after_s=60)
+        rec = store.partition_rows.claim(parts[key].id, "w", "run", stale_after_s=60)
         assert rec is not None
         tokens[key] = rec.claim_token
         for n, (ok, bad) in enumerate(calls):
-            store.save_progress(rec.id, rec.claim_token, [n], ok, bad, writer="w")
+            store.partition_rows.save_progress(rec.id, rec.claim_token, [n], ok, bad, writer="w")
             ledger[key[0]][0] += ok
             ledger[key[0]][1] += bad
     # a fenced-off writer adds nothing
     with pytest.raises(LockLost):
-        store.save_progress(parts[("orders", 1)].id, tokens[("orders", 1)] + 7, [9], 1000, 1000)
+        store.partition_rows.save_progress(parts[("orders", 1)].id, tokens[("orders", 1)] + 7, [9], 1000, 1000)
 
     # outcomes: products COMPLETED/FAILED/CLOSED/PENDING, orders COMPLETED/PROCESSING, users all PENDING
-    store.complete(parts[("products", 0)].id, tokens[("products", 0)])
-    assert store.fail(parts[("products", 1)].id, tokens[("products", 1)], "boom", max_retries=0) == P.FAILED
-    store.close_partition(parts[("products", 2)].id, tokens[("products", 2)], reopen_after_s=1e9)
-    store.complete(parts[("orders", 0)].id, tokens[("orders", 0)])
-    store.release(parts[("users", 0)].id, tokens[("users", 0)])
+    store.partition_rows.complete(parts[("products", 0)].id, tokens[("products", 0)])
+    assert (
+        store.partition_rows.fail(parts[("products", 1)].id, tokens[("products", 1)], "boom", max_retries=0) == P.FAILED
+    )
+    store.partition_rows.close_partition(parts[("products", 2)].id, tokens[("products", 2)], reopen_after_s=1e9)
+    store.partition_rows.complete(parts[("orders", 0)].id, tokens[("orders", 0)])
+    store.partition_rows.release(parts[("users", 0)].id, tokens[("users", 0)])
 
-    stats = store.stats(job.id)
+    stats = store.partition_stats.stats(job.id)
     assert list(stats) == ["orders", "products", "users"]
     for entity, (ok, bad) in ledger.items():
         s = stats[entity]
@@ -121,18 +123,23 @@ def test_stats_aggregate_many_progress_calls_per_entity_and_status(store: Coordi
     assert (stats["orders"].success, stats["orders"].failed) == (66, 5)
     assert not any(s.done for s in stats.values())
     assert sum(n for s in stats.values() for n in s.partitions.values()) == 9
-    assert set(store.stats(other.id)) == {"products"} and store.stats(other.id)["products"].processed == 1000
+    assert (
+        set(store.partition_stats.stats(other.id)) == {"products"}
+        and store.partition_stats.stats(other.id)["products"].processed == 1000
+    )
 
 
 def test_roll_up_copies_totals_and_stats_onto_the_job_and_is_idempotent(store: CoordinationStore) -> None:
-    job = store.create_job(["products", "orders"], {}, "test")
-    store.add_partitions(
+    job = store.job_rows.create_job(["products", "orders"], {}, "test")
+    store.partition_rows.add_partitions(
         job.id,
         [spec(0, estimated=30, work=30), spec(1, estimated=20, work=20), spec(0, entity="orders", estimated=7, work=7)],
     )
-    a = store.claim(store.claimable(job.id)[0].id, "w", "run", 60)  # the largest work first: products #0
+    a = store.partition_rows.claim(
+        store.partition_rows.claimable(job.id)[0].id, "w", "run", 60
+    )  # the largest work first: products #0
     assert a is not None and (a.entity, a.partition_index) == ("products", 0)
-    store.save_progress(a.id, a.claim_token, [1], 6, 1)
+    store.partition_rows.save_progress(a.id, a.claim_token, [1], 6, 1)
 
     def job_stats() -> dict[str, object]:
         jt = store.t.job
@@ -143,7 +150,7 @@ def test_roll_up_copies_totals_and_stats_onto_the_job_and_is_idempotent(store: C
     first = store.roll_up(job.id)
     second = store.roll_up(job.id)  # rolling up twice adds nothing
     assert first == second
-    rec = store.job(job.id)
+    rec = store.job_rows.job(job.id)
     assert (rec.total_records, rec.processed_records, rec.success_records, rec.failed_records) == (57, 7, 6, 1)
     assert job_stats() == {k: s.to_dict() for k, s in first.items()}
     assert job_stats()["products"]["partitions"] == {"PROCESSING": 1, "PENDING": 1}
@@ -151,13 +158,13 @@ def test_roll_up_copies_totals_and_stats_onto_the_job_and_is_idempotent(store: C
     assert job_stats()["orders"] == untouched
 
     # more progress, then a new roll-up replaces the totals
-    store.save_progress(a.id, a.claim_token, [2], 3, 0)
-    store.complete(a.id, a.claim_token)
-    b = store.claim(store.claimable(job.id)[0].id, "w", "run", 60)
+    store.partition_rows.save_progress(a.id, a.claim_token, [2], 3, 0)
+    store.partition_rows.complete(a.id, a.claim_token)
+    b = store.partition_rows.claim(store.partition_rows.claimable(job.id)[0].id, "w", "run", 60)
     assert b is not None and (b.entity, b.partition_index) == ("products", 1)
-    store.save_progress(b.id, b.claim_token, [1], 0, 4)
+    store.partition_rows.save_progress(b.id, b.claim_token, [1], 0, 4)
     third = store.roll_up(job.id)
-    rec = store.job(job.id)
+    rec = store.job_rows.job(job.id)
     assert (rec.total_records, rec.processed_records, rec.success_records, rec.failed_records) == (57, 14, 9, 5)
     assert job_stats() == {k: s.to_dict() for k, s in third.items()}
     assert third["products"].partitions == {"COMPLETED": 1, "PROCESSING": 1}

@@ -12,7 +12,7 @@ from tests.coordination.helpers import age_heartbeat, new_job
 
 def claimed(store: CoordinationStore) -> tuple[str, str, int]:
     job_id, [pid] = new_job(store, 1)
-    rec = store.claim(pid, "w1", "run-1", 60)
+    rec = store.partition_rows.claim(pid, "w1", "run-1", 60)
     assert rec is not None
     return job_id, pid, rec.claim_token
 
@@ -44,8 +44,8 @@ def test_a_redo_sees_every_earlier_claim_in_order_and_one_copy_per_id(store: Coo
     wal = store.write_ahead
     wal.record(job_id, pid, first, 1, None, [Written("a")], 1)
     wal.record(job_id, pid, first, 2, ("a",), [Written("b", None, 3), Written("c")], 1)
-    store.release(pid, first)
-    rec = store.claim(pid, "w2", "run-2", 60)
+    store.partition_rows.release(pid, first)
+    rec = store.partition_rows.claim(pid, "w2", "run-2", 60)
     assert rec is not None and rec.claim_token == first + 1 and rec.claims == 2
     # a rewind of the second claim re-sent "b" with a newer version before the first's were forgotten
     wal.record(job_id, pid, rec.claim_token, 1, ("a",), [Written("b", None, 5)], 1)
@@ -60,8 +60,8 @@ def test_a_redo_sees_every_earlier_claim_in_order_and_one_copy_per_id(store: Coo
 
 def test_a_claim_taken_over_records_nothing_and_is_told(store: CoordinationStore) -> None:
     job_id, pid, token = claimed(store)
-    store.release(pid, token)
-    taken = store.claim(pid, "w2", "run-2", 60)
+    store.partition_rows.release(pid, token)
+    taken = store.partition_rows.claim(pid, "w2", "run-2", 60)
     assert taken is not None
 
     with pytest.raises(LockLost, match="no longer holds it"):
@@ -76,12 +76,12 @@ def test_a_claim_no_longer_processing_records_nothing(store: CoordinationStore, 
     job_id, pid, token = claimed(store)
     if end == "reclaimed":
         age_heartbeat(store, pid)
-        assert store.reclaim_stale(job_id, 60, 3) == (1, 0)
+        assert store.partition_resets.reclaim_stale(job_id, 60, 3) == (1, 0)
     elif end == "closed":
-        store.close_partition(pid, token, reopen_after_s=1e9)
+        store.partition_rows.close_partition(pid, token, reopen_after_s=1e9)
     else:
-        store.release(pid, token)
-    assert store.partition(pid).claim_token == token
+        store.partition_rows.release(pid, token)
+    assert store.partition_rows.partition(pid).claim_token == token
 
     with pytest.raises(LockLost, match="no longer holds it"):
         store.write_ahead.record(job_id, pid, token, 1, None, [Written("x")], 1)
@@ -94,7 +94,7 @@ def test_a_batch_of_large_ids_fits_and_a_job_forgets_its_entries(store: Coordina
     store.write_ahead.record(job_id, pid, token, 1, ("k", 1), big, 1)
     assert store.write_ahead.unacknowledged(pid, token, ("k", 1)) == big
     other_job, [other] = new_job(store, 1)
-    rec = store.claim(other, "w", "run", 60)
+    rec = store.partition_rows.claim(other, "w", "run", 60)
     assert rec is not None
     store.write_ahead.record(other_job, other, rec.claim_token, 1, None, [Written("y")], 1)
 

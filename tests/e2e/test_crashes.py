@@ -52,18 +52,18 @@ def kill_driver_mid_job(
 
         def some_done() -> bool:
             proc.assert_running("the reindex")  # one that ended (crashed, or done) never gets there
-            jobs = store.jobs(["products"])
-            return bool(jobs) and len(store.partitions(jobs[0].id, [P.COMPLETED])) >= 3
+            jobs = store.job_rows.jobs(["products"])
+            return bool(jobs) and len(store.partition_rows.partitions(jobs[0].id, [P.COMPLETED])) >= 3
 
         wait_for(some_done, 300, "three completed partitions")
         os.kill(proc.pid, signal.SIGKILL)  # kill -9 of the driver...
     finally:
         _kill_group(proc)  # ...and whatever it left behind, as when its machine dies
-    job = store.jobs(["products"])[0]
-    before = {p.id: p for p in store.partitions(job.id)}
+    job = store.job_rows.jobs(["products"])[0]
+    before = {p.id: p for p in store.partition_rows.partitions(job.id)}
     completed = {pid for pid, p in before.items() if p.status == P.COMPLETED}
     assert 3 <= len(completed) < len(before), "the kill must land mid-job"
-    assert store.job(job.id).status == JobStatus.RUNNING  # nobody recorded an end: a real crash
+    assert store.job_rows.job(job.id).status == JobStatus.RUNNING  # nobody recorded an end: a real crash
     return job, before, completed
 
 
@@ -84,7 +84,7 @@ def test_driver_killed_mid_job_then_rerun_resumes(tmp_path: Path, cli: Path) -> 
     assert summary["status"] == "COMPLETED"
     assert summary["indexed"] == summary["source_rows"] == 12_000
 
-    after = {p.id: p for p in store.partitions(job.id)}
+    after = {p.id: p for p in store.partition_rows.partitions(job.id)}
     assert all(p.status == P.COMPLETED for p in after.values())
     for pid in completed:  # completed partitions were never read again
         assert after[pid].claims == before[pid].claims == 1
@@ -108,8 +108,8 @@ def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
 
         def mid_partition() -> bool:
             proc.assert_running("the reindex")
-            jobs = store.jobs(["products"])
-            parts = store.partitions(jobs[0].id) if jobs else []  # one read: one consistent state
+            jobs = store.job_rows.jobs(["products"])
+            parts = store.partition_rows.partitions(jobs[0].id) if jobs else []  # one read: one consistent state
             if not parts:
                 return False  # not planned yet
             to_come = False  # whether a task may still be found before half-way through a partition
@@ -144,7 +144,7 @@ def test_python_worker_killed_mid_partition(tmp_path: Path, cli: Path) -> None:
     assert proc.returncode == 0, err
     summary = orjson.loads(out.strip().splitlines()[-1])
     assert summary["status"] == "COMPLETED" and summary["indexed"] == 80_000
-    killed = store.partition(str(victim["pid"]))
+    killed = store.partition_rows.partition(str(victim["pid"]))
     assert killed.status == P.COMPLETED
     assert killed.claims >= 2, "a retry claimed the partition again after the kill"
     # its stages: those acknowledged before the kill (kept: the retry went on from the cursor),

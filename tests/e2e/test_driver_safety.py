@@ -20,7 +20,7 @@ from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import LockLost, UsageError
 from sparkindex.jobs.control import request_stop
 from sparkindex.jobs.reindex import ReindexJob, ReindexSummary
-from sparkindex.sources.registry import open_source
+from sparkindex.resources import open_source_url
 from sparkindex.spark.partition_job import partitions_frame
 from sparkindex.targets.registry import open_target
 from sparkindex.verify.verifier import verify_alias
@@ -62,8 +62,8 @@ def start(job: ReindexJob) -> tuple[threading.Thread, dict[str, Any]]:
 
 def partitions_where(store: Any, predicate: Callable[[list[Any]], bool]) -> Callable[[], bool]:
     def check() -> bool:
-        jobs = store.jobs(["products"])
-        return bool(jobs) and predicate(store.partitions(jobs[0].id))
+        jobs = store.job_rows.jobs(["products"])
+        return bool(jobs) and predicate(store.partition_rows.partitions(jobs[0].id))
 
     return check
 
@@ -104,18 +104,18 @@ def test_partitions_left_processing_by_a_failed_pass_are_retried_by_the_next_pas
         thread.join(timeout=600)
     assert "error" not in result, result.get("error")
     summary: ReindexSummary = result["summary"]
-    assert summary.status == "COMPLETED", store.job(summary.job_id).error_message
+    assert summary.status == "COMPLETED", store.job_rows.job(summary.job_id).error_message
     assert summary.indexed == summary.source_rows == 8000
     assert any(t.startswith("pass 1 failed") for t in phases.seen), phases.seen
     assert any(t.startswith("pass 2:") for t in phases.seen), phases.seen
-    parts = {p.id: p for p in store.partitions(summary.job_id)}
+    parts = {p.id: p for p in store.partition_rows.partitions(summary.job_id)}
     assert all(p.status == P.COMPLETED for p in parts.values())
     assert sum(p.success_count for p in parts.values()) == 8000, "acknowledged work counted once"
     victim = parts[cut["victim"]]
     assert victim.claims >= 2, "the partition cut off in pass 1 was claimed again by pass 2"
     assert victim.retry_count == 0, "a failed pass is not the partition's failure"
     assert all(parts[pid].claims == 1 for pid in cut["done"]), "completed partitions are never redone"
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, _ = resolve_plans(pipeline, source, ["products"])["products"]
     report = verify_alias(source, open_target(pipeline.target.url, pipeline.base_dir), plan)
     assert (report.missing, report.extra, report.stale, report.duplicates, report.index_docs) == (0, 0, 0, 0, 8000)
@@ -154,8 +154,8 @@ def test_a_lost_lock_aborts_the_spark_job(tmp_path: Path, spark: Any) -> None:
 
         def one_done() -> bool:
             alive = thread.is_alive()
-            jobs = store.jobs(["products"])
-            parts = store.partitions(jobs[0].id) if jobs else []
+            jobs = store.job_rows.jobs(["products"])
+            parts = store.partition_rows.partitions(jobs[0].id) if jobs else []
             if not alive:  # the lock can no longer be taken mid-job: say why at once
                 states = [str(p.status) for p in parts]
                 counts = {state: states.count(state) for state in sorted(set(states))}
@@ -165,12 +165,12 @@ def test_a_lost_lock_aborts_the_spark_job(tmp_path: Path, spark: Any) -> None:
         wait_for(one_done, 300, "a partition done")
         stolen_at = time.monotonic()
         thief = store.locks.acquire("products", "thief", 60.0, holder_is_dead=lambda _: True)
-        jid = store.jobs(["products"])[0].id
-        unclaimed = {p.id for p in store.partitions(jid) if p.claims == 0}  # when the lock was taken
+        jid = store.job_rows.jobs(["products"])[0].id
+        unclaimed = {p.id for p in store.partition_rows.partitions(jid) if p.claims == 0}  # when the lock was taken
         thread.join(timeout=60)
         assert not thread.is_alive(), "the driver kept running after its lock was taken"
-        parts = store.partitions(jid)  # what the job had done when its driver ended
-        status = store.job(jid).status
+        parts = store.partition_rows.partitions(jid)  # what the job had done when its driver ended
+        status = store.job_rows.job(jid).status
         body_passed = True
     finally:
         thread.join(timeout=600)
@@ -184,7 +184,7 @@ def test_a_lost_lock_aborts_the_spark_job(tmp_path: Path, spark: Any) -> None:
         except AssertionError:
             if body_passed:  # otherwise the body's own failure is the one to see
                 raise
-    claimed_after = [p.id for p in store.partitions(jid) if p.id in unclaimed and p.claims > 0]
+    claimed_after = [p.id for p in store.partition_rows.partitions(jid) if p.id in unclaimed and p.claims > 0]
     slots = int(spark.sparkContext.defaultParallelism)
     assert len(claimed_after) <= slots + 1, f"{len(claimed_after)} partitions claimed after the lock was lost"
     error = result.get("error")
@@ -229,7 +229,9 @@ def test_secrets_never_reach_spark(tmp_path: Path, spark: Any, services: dict[st
 
         # The DataFrame a pass runs, built as run_partitions builds it (it collects at once).
         store = store_of(pipeline)
-        df = partitions_frame(spark, pipeline, summary.job_id, "probe", store.partitions(summary.job_id), {}, "fp")
+        df = partitions_frame(
+            spark, pipeline, summary.job_id, "probe", store.partition_rows.partitions(summary.job_id), {}, "fp"
+        )
         plan_text = df._jdf.queryExecution().toString()
         assert "MapInArrow" in plan_text or "mapInArrow" in plan_text.lower(), plan_text
         assert PASSWORD not in plan_text

@@ -17,7 +17,7 @@ from sparkindex.config.model import Pipeline
 from sparkindex.coordination.records import PartitionSpec
 from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.coordination.verify_runs import COUNTS, VerifyRun, VerifyRuns
+from sparkindex.coordination.verify_runs import COUNTS, VerifyRun
 from sparkindex.jobs.gc import collect_garbage
 from tests.e2e.guarantee_helpers import run_cli
 from tests.e2e.shop import make_shop
@@ -47,13 +47,13 @@ def job_in(
     alias: str = "products",
 ) -> str:
     """A job of *alias* walked along *path*, two partitions, its clocks *age_days* old."""
-    job = store.create_job([alias], {"aliases": [alias]}, "test")
+    job = store.job_rows.create_job([alias], {"aliases": [alias]}, "test")
     specs = [PartitionSpec(alias, i, None, None, 10, 10, 0) for i in range(2)]
-    store.add_partitions(job.id, specs)
+    store.partition_rows.add_partitions(job.id, specs)
     for status in path:
-        store.transition_job(job.id, status)
+        store.job_rows.transition_job(job.id, status)
     if targets:
-        store.update_job(job.id, targets=targets)
+        store.job_rows.update_job(job.id, targets=targets)
     when = time.time() - age_days * DAY
     jt = store.t.job
     with store.engine.begin() as conn:
@@ -74,7 +74,7 @@ def verify_run(alias: str, run_id: str, age_days: float) -> VerifyRun:
 
 
 def remaining_jobs(store: CoordinationStore) -> dict[str, tuple[JobStatus, int]]:
-    return {j.id: (j.status, len(store.partitions(j.id))) for j in store.jobs()}
+    return {j.id: (j.status, len(store.partition_rows.partitions(j.id))) for j in store.job_rows.jobs()}
 
 
 def test_gc_deletes_what_is_old_and_refuses_running_jobs_and_current_indexes(
@@ -98,7 +98,7 @@ def test_gc_deletes_what_is_old_and_refuses_running_jobs_and_current_indexes(
     assert store.dead_letters.resolve([letters["b"], letters["c"], letters["z"]], "redriven") == 3
     age_resolutions(store, "b", 40)
     age_resolutions(store, "z", 40)
-    runs = VerifyRuns(store)
+    runs = store.verify_runs
     runs.record([verify_run("products", "r1", 40), verify_run("products", "r2", 35), verify_run("products", "r3", 0)])
     runs.record([verify_run("gone-alias", "r4", 40)])
 

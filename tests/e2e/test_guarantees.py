@@ -27,9 +27,9 @@ from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
 from sparkindex.jobs.reindex import ReindexJob
+from sparkindex.resources import open_source_url
 from sparkindex.retry import Backoff
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget
@@ -49,14 +49,14 @@ def tantivy(pipeline: Pipeline) -> TantivyTarget:
 
 
 def verify(pipeline: Pipeline, alias: str) -> VerifyReport:
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, _ = resolve_plans(pipeline, source, [alias])[alias]
     return verify_alias(source, tantivy(pipeline), plan)
 
 
 def built_documents(pipeline: Pipeline, alias: str) -> dict[str, BuiltDocument]:
     """Every document the source builds for *alias*, by id, as the job builds them."""
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, _ = resolve_plans(pipeline, source, [alias])[alias]
     return {d.id: d for d in make_builder(source, plan).page(KeyRange(None, None), None, 100_000).docs}
 
@@ -92,9 +92,9 @@ def test_no_duplicates_under_an_icu_collation(tmp_path: Path, spark: Any, servic
     with pg_table(services["postgres"], ddl, rows, "icu") as table:
         pipeline = write_pipeline(tmp_path, services["postgres"], "labels", table, "    partition_size: 200\n")
         summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
-        assert summary.status == "COMPLETED", store_of(pipeline).job(summary.job_id).error_message
+        assert summary.status == "COMPLETED", store_of(pipeline).job_rows.job(summary.job_id).error_message
         assert summary.indexed == summary.source_rows == 5000
-        parts = store_of(pipeline).partitions(summary.job_id)
+        parts = store_of(pipeline).partition_rows.partitions(summary.job_id)
         assert len(parts) >= 10, "the key space must really be split"
         assert sum(p.success_count for p in parts) == 5000, "partitions overlap or leave gaps"
         report = verify(pipeline, "labels")
@@ -164,7 +164,7 @@ class PlantBeforeFinalize:
     def phase(self, text: str) -> None:
         self.phases.append(text)
         if text.startswith("finalizing"):
-            job = store_of(self.pipeline).jobs(["products"])[0]
+            job = store_of(self.pipeline).job_rows.jobs(["products"])[0]
             index = job.targets["products"]
             target = tantivy(self.pipeline)
             finish_and_wait(target, index)
@@ -185,7 +185,7 @@ def test_finalize_refuses_to_swap_on_a_count_mismatch(tmp_path: Path, spark: Any
     assert planter.planted_in == second.index == "products_v2"
     assert second.status == "FAILED" and second.exit_code == 3
     assert second.indexed == 1201
-    error = store_of(pipeline).job(second.job_id).error_message or ""
+    error = store_of(pipeline).job_rows.job(second.job_id).error_message or ""
     assert "products_v2 holds 1,201 documents but its partitions acknowledged 1,200" in error, error
     target = tantivy(pipeline)
     assert target.alias_target("products") == "products_v1", "the alias must stay on the previous version"
@@ -227,9 +227,9 @@ def test_a_changed_config_refuses_to_resume(tmp_path: Path, spark: Any, cli: Pat
     store = store_of(pipeline)
     with pytest.raises(KeyboardInterrupt):
         ReindexJob(pipeline, progress=InterruptAtFirstPass(), spark_factory=lambda: spark).run()
-    [interrupted] = store.jobs(["products"])
+    [interrupted] = store.job_rows.jobs(["products"])
     assert (interrupted.status, interrupted.error_message) == (JobStatus.FAILED, "interrupted")
-    assert {p.status for p in store.partitions(interrupted.id)} == {P.PENDING}
+    assert {p.status for p in store.partition_rows.partitions(interrupted.id)} == {P.PENDING}
 
     path = tmp_path / "pipeline.yaml"
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -244,13 +244,13 @@ def test_a_changed_config_refuses_to_resume(tmp_path: Path, spark: Any, cli: Pat
     run = run_cli(cli, "reindex", "-c", str(path), "--json")
     assert run.returncode == 2, run.stderr
     assert "--new" in run.stderr and interrupted.id in run.stderr
-    assert [j.id for j in store.jobs(["products"])] == [interrupted.id], "nothing may be planned or resumed"
-    assert store.job(interrupted.id).status == JobStatus.FAILED
+    assert [j.id for j in store.job_rows.jobs(["products"])] == [interrupted.id], "nothing may be planned or resumed"
+    assert store.job_rows.job(interrupted.id).status == JobStatus.FAILED
 
     fresh = ReindexJob(changed, new=True, spark_factory=lambda: spark).run()
     assert fresh.status == "COMPLETED" and fresh.job_id != interrupted.id
     assert fresh.indexed == fresh.source_rows == 400
-    assert store.job(interrupted.id).status == JobStatus.FAILED
+    assert store.job_rows.job(interrupted.id).status == JobStatus.FAILED
     report = verify(changed, "products")
     assert report.clean and report.index_docs == 400
     hit = tantivy(changed).search("products", "", limit=1)[0]

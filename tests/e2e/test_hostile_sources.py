@@ -50,9 +50,9 @@ def ci_keys(n: int) -> list[str]:
 
 
 def assert_exact(pipeline: Any, summary: Any, rows: int) -> None:
-    assert summary.status == "COMPLETED", store_of(pipeline).job(summary.job_id).error_message
+    assert summary.status == "COMPLETED", store_of(pipeline).job_rows.job(summary.job_id).error_message
     assert summary.indexed == summary.source_rows == rows
-    parts = store_of(pipeline).partitions(summary.job_id)
+    parts = store_of(pipeline).partition_rows.partitions(summary.job_id)
     assert len(parts) >= 2, "the key space must really be split"
     assert sum(p.success_count for p in parts) == rows, "partitions overlap or leave gaps"
 

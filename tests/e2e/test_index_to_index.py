@@ -26,7 +26,7 @@ from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.sources.registry import open_source
+from sparkindex.resources import open_source_url
 from sparkindex.targets.base import BulkItem, StoredDocument
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
@@ -90,8 +90,8 @@ def test_rebuild_with_another_analyzer_changes_search_and_keeps_documents(
     assert (summary.status, summary.index, summary.indexed, summary.failed) == ("COMPLETED", "products_v2", 2000, 0)
     assert target.alias_target("products") == "products_v2"
     assert target.list_versions("products") == ["products_v1", "products_v2"]  # the old one kept
-    jobs = store_of(pipeline).jobs(["products"])
-    assert len(store_of(pipeline).partitions(jobs[0].id)) >= 5  # planned from the index's key splits
+    jobs = store_of(pipeline).job_rows.jobs(["products"])
+    assert len(store_of(pipeline).partition_rows.partitions(jobs[0].id)) >= 5  # planned from the index's key splits
 
     # the new mapping: the source index's, with the override; copy_to and the keyword sub-field stay
     name = target.mapping("products_v2")["properties"]["name"]
@@ -159,7 +159,7 @@ def test_a_rebuild_refuses_what_an_index_source_cannot_do(tmp_path: Path, spark:
     ]
     for i, (table, index_yaml, message) in enumerate(cases):
         pipeline = rebuild_pipeline(tmp_path / f"bad{i}", table=table, index_yaml=index_yaml)
-        source = open_source(pipeline.source_url())
+        source = open_source_url(pipeline.source_url())
         with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
             resolve_plans(pipeline, source, ["products"])
     run = run_cli(cli, "reindex", "-c", str(tmp_path / "bad0" / "pipeline.yaml"), "--json", timeout=120)
@@ -186,18 +186,18 @@ def test_rebuild_killed_mid_way_resumes_on_rerun(tmp_path: Path, spark: Any, cli
     try:
 
         def some_done() -> bool:
-            jobs = store.jobs(["products"])
-            return bool(jobs) and len(store.partitions(jobs[0].id, [P.COMPLETED])) >= 3
+            jobs = store.job_rows.jobs(["products"])
+            return bool(jobs) and len(store.partition_rows.partitions(jobs[0].id, [P.COMPLETED])) >= 3
 
         wait_for(some_done, 300, "three completed partitions")
         os.kill(proc.pid, signal.SIGKILL)  # the driver, then everything it started
     finally:
         _kill_group(proc)
-    job = store.jobs(["products"])[0]
-    before = {p.id: p for p in store.partitions(job.id)}
+    job = store.job_rows.jobs(["products"])[0]
+    before = {p.id: p for p in store.partition_rows.partitions(job.id)}
     completed = {pid for pid, p in before.items() if p.status == P.COMPLETED}
     assert 3 <= len(completed) < len(before), "the kill must land mid-job"
-    assert store.job(job.id).status == JobStatus.RUNNING
+    assert store.job_rows.job(job.id).status == JobStatus.RUNNING
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "shop" / "index"))
     assert target.alias_target("products") == "products_v1", "readers still see the old version"
 
@@ -206,7 +206,7 @@ def test_rebuild_killed_mid_way_resumes_on_rerun(tmp_path: Path, spark: Any, cli
     summary = orjson.loads(rerun.stdout.strip().splitlines()[-1])
     assert (summary["job_id"], summary["status"], summary["index"]) == (job.id, "COMPLETED", "products_v2")
     assert summary["indexed"] == 9000
-    after = {p.id: p for p in store.partitions(job.id)}
+    after = {p.id: p for p in store.partition_rows.partitions(job.id)}
     assert all(p.status == P.COMPLETED for p in after.values())
     for pid in completed:  # never read again
         assert after[pid].claims == before[pid].claims == 1

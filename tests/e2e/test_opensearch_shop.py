@@ -21,8 +21,8 @@ from sparkindex.config import load_pipeline
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.planning import resolve_plans
+from sparkindex.resources import open_source_url
 from sparkindex.retry import Backoff
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.e2e.shop import execute, make_shop, store_of
@@ -179,7 +179,7 @@ def test_driver_killed_mid_job_then_rerun_finishes_clean(
     assert code == 0, err
     assert (summary["job_id"], summary["status"], summary["index"]) == (job.id, "COMPLETED", "products_v1")
     assert summary["indexed"] == summary["source_rows"] == 3000
-    after = {p.id: p for p in store.partitions(job.id)}
+    after = {p.id: p for p in store.partition_rows.partitions(job.id)}
     for pid in completed:
         assert after[pid].claims == before[pid].claims == 1, "a completed partition was read again"
     code, report = verify(cli, pipeline)
@@ -233,7 +233,7 @@ def test_an_older_version_never_overwrites_a_newer_one(tmp_path: Path, cli: Path
     assert five["_version"] == 50
 
     loaded = load_pipeline(pipeline)
-    source = open_source(loaded.source_url())
+    source = open_source_url(loaded.source_url())
     target = open_target(loaded.target.url, loaded.base_dir, loaded.target.options)
     plan, _ = resolve_plans(loaded, source, ["products"], target)["products"]
     builder = make_builder(source, plan)

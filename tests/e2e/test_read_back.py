@@ -28,8 +28,8 @@ from sparkindex.documents.builder import make_builder
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.keys import document_id
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from tests.e2e.shop import make_shop
 from tests.support.osmem import *  # noqa: F403 (the session's osmem-server, a test double)
@@ -72,7 +72,7 @@ def shop(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     pipeline = load_pipeline(yaml)
     summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
     assert summary.status == "COMPLETED" and summary.indexed == products
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, _ = resolve_plans(pipeline, source, ["products"])["products"]
     page = make_builder(source, plan).page(KeyRange(None, None), None, products + 1)
     assert page.failures == [] and page.rows == products

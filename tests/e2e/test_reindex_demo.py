@@ -13,8 +13,8 @@ from sparkindex.coordination.states import JobStatus
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from sparkindex.verify.verifier import verify_alias
 from tests.e2e.shop import execute, make_shop, store_of
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 def test_demo_reindex_equals_source_and_keeps_previous_version(tmp_path: Path, spark: Any) -> None:
     pipeline = make_shop(tmp_path, products=4000, partition_size=700)
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
 
     first = ReindexJob(pipeline, spark_factory=lambda: spark).run()
@@ -62,9 +62,9 @@ def test_demo_reindex_equals_source_and_keeps_previous_version(tmp_path: Path, s
     assert target.list_versions("products") == ["products_v2", "products_v3"]
 
     store = store_of(pipeline)
-    jobs = store.jobs(["products"])
+    jobs = store.job_rows.jobs(["products"])
     assert [j.status for j in jobs] == [JobStatus.COMPLETED] * 3
-    parts = store.partitions(jobs[0].id)
+    parts = store.partition_rows.partitions(jobs[0].id)
     assert len(parts) == 6 and all(p.claims == 1 for p in parts)
 
 

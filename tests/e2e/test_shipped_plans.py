@@ -37,7 +37,7 @@ def test_a_worker_builds_with_the_shipped_plan_not_the_schema_it_finds(tmp_path:
     store, job_id, index, plan = plan_job(pipeline, target, "products")
     _add_column(pipeline.source_url())  # after the driver planned, before any worker ran
     worker = WorkerContext(pipeline, store).partition_worker(job_id, "run-1", {"products": plan}, "fp-1")
-    outcomes = [worker.run(p.id, "test:pass", take_over_run=False) for p in store.partitions(job_id)]
+    outcomes = [worker.run(p.id, "test:pass", take_over_run=False) for p in store.partition_rows.partitions(job_id)]
     assert {o.status for o in outcomes} == {"completed"}
     adopt_completed_stages(store, target, job_id, {"products": index})
     target.finish_version(index)
@@ -52,7 +52,7 @@ def test_a_worker_without_its_alias_plan_refuses(tmp_path: Path) -> None:
     store, job_id, _, _ = plan_job(pipeline, target, "products")
     worker = WorkerContext(pipeline, store).partition_worker(job_id, "run-1", {}, "fp-1")
     with pytest.raises(PermanentError, match="no document plan was shipped for alias 'products'"):
-        worker.run(store.partitions(job_id)[0].id, "test:pass", take_over_run=False)
+        worker.run(store.partition_rows.partitions(job_id)[0].id, "test:pass", take_over_run=False)
 
 
 class AlterWhenFinalizing:

@@ -54,8 +54,8 @@ def test_stop_then_resume(tmp_path: Path, cli: Path) -> None:
             def running_with_progress() -> bool:
                 proc.assert_running("the reindex")
                 stop.assert_running("sparkindex stop")
-                jobs = store.jobs(["products"])
-                return bool(jobs) and len(store.partitions(jobs[0].id, [P.COMPLETED])) >= 2
+                jobs = store.job_rows.jobs(["products"])
+                return bool(jobs) and len(store.partition_rows.partitions(jobs[0].id, [P.COMPLETED])) >= 2
 
             wait_for(running_with_progress, 300, "two completed partitions")
             fd = held.pop()
@@ -79,9 +79,9 @@ def test_stop_then_resume(tmp_path: Path, cli: Path) -> None:
     assert proc.returncode == 3, err
     stopped = orjson.loads(out.strip().splitlines()[-1])
     assert stopped["status"] == "STOPPED"
-    job = store.job(stopped["job_id"])
+    job = store.job_rows.job(stopped["job_id"])
     assert job.status == JobStatus.STOPPED
-    parts = store.partitions(job.id)
+    parts = store.partition_rows.partitions(job.id)
     done = {p.id for p in parts if p.status == P.COMPLETED}
     assert 2 <= len(done) < len(parts), "the stop must land mid-job"
     assert not [p for p in parts if p.status == P.PROCESSING], "stopped tasks hand their partitions back"
@@ -91,7 +91,7 @@ def test_stop_then_resume(tmp_path: Path, cli: Path) -> None:
     summary = orjson.loads(rerun.stdout.strip().splitlines()[-1])
     assert summary["job_id"] == job.id and summary["status"] == "COMPLETED"
     assert summary["indexed"] == summary["source_rows"] == rows
-    after = {p.id: p for p in store.partitions(job.id)}
+    after = {p.id: p for p in store.partition_rows.partitions(job.id)}
     assert all(after[pid].claims == 1 for pid in done)
 
     status = subprocess.run([str(cli), "status", "-c", config, "--json"], capture_output=True, text=True, timeout=60)

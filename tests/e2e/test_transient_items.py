@@ -24,8 +24,8 @@ from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.planning import resolve_plans
+from sparkindex.resources import open_source_url
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from sparkindex.worker.partition import PartitionOutcome, PartitionWorker, WorkerSettings
 from tests.e2e.shop import wait_for
@@ -74,19 +74,19 @@ def test_an_item_still_rejected_after_every_retry_parks_its_partition_and_is_wri
     tmp_path: Path, osmem_cluster: OsmemCluster, fault_proxy: HttpProxy
 ) -> None:
     pipeline = items_pipeline(tmp_path, opensearch_url(fault_proxy))
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, mapping = resolve_plans(pipeline, source, ["items"])["items"]
     target = open_target(pipeline.target.url, tmp_path)
     store = CoordinationStore(pipeline.coordination_url())
     try:
-        job = store.create_job(["items"], {"aliases": ["items"]}, "test")
+        job = store.job_rows.create_job(["items"], {"aliases": ["items"]}, "test")
         index = target.create_version("items", mapping)
-        store.update_job(job.id, targets={"items": index})
+        store.job_rows.update_job(job.id, targets={"items": index})
         specs = plan_partitions(source, [EntityPlanInput(plan.config, plan.table, plan.id_columns)], pipeline.job)
-        store.add_partitions(job.id, specs)
-        store.transition_job(job.id, JobStatus.READY)
-        store.transition_job(job.id, JobStatus.RUNNING)
-        first = min(store.partitions(job.id), key=lambda p: p.partition_index)  # rows 1..10
+        store.partition_rows.add_partitions(job.id, specs)
+        store.job_rows.transition_job(job.id, JobStatus.READY)
+        store.job_rows.transition_job(job.id, JobStatus.RUNNING)
+        first = min(store.partition_rows.partitions(job.id), key=lambda p: p.partition_index)  # rows 1..10
         builder = make_builder(source, plan)
         settings = WorkerSettings(
             batch_size=5,
@@ -106,7 +106,7 @@ def test_an_item_still_rejected_after_every_retry_parks_its_partition_and_is_wri
         assert BUSY not in letters, f"a transient rejection was written off as a dead letter: {letters}"
         assert letters == {UNBUILDABLE: "mapper_parsing_exception"}, "a permanent rejection stays a dead letter"
         assert outcome.status == "closed", outcome
-        parked = store.partition(first.id)
+        parked = store.partition_rows.partition(first.id)
         assert parked.status == P.CLOSED and parked.retry_count == 0
         assert parked.cursor == (5,), "the cursor stays after the last batch whose every item was written"
         assert BUSY in (parked.last_error or "") and "429" in (parked.last_error or "")
@@ -122,7 +122,7 @@ def test_an_item_still_rejected_after_every_retry_parks_its_partition_and_is_wri
 
         wait_for(reopened_and_run, 30, "the parked partition to reopen", every=0.1)
         assert again[0].status == "completed", again
-        done = store.partition(first.id)
+        done = store.partition_rows.partition(first.id)
         assert (done.status, done.success_count, done.failed_count) == (P.COMPLETED, 9, 1)
         letters = {d.doc_id: d.error_class for d in store.dead_letters.list(job_id=job.id)}
         assert letters == {UNBUILDABLE: "mapper_parsing_exception"}
@@ -150,7 +150,7 @@ def test_a_reindex_whose_item_stays_rejected_fails_without_dead_letters_and_its_
     assert dlq["dead_letters"] == [], "a transient rejection was written off as a dead letter"
     store = CoordinationStore(load_pipeline(pipeline_path).coordination_url())
     try:
-        statuses = sorted(p.status for p in store.partitions(store.jobs()[0].id))
+        statuses = sorted(p.status for p in store.partition_rows.partitions(store.job_rows.jobs()[0].id))
     finally:
         store.close()
     assert statuses == [P.CLOSED, P.COMPLETED], statuses

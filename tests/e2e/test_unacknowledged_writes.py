@@ -31,9 +31,9 @@ from sparkindex.coordination.swap_log import MOVED
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.finalize import finalize_job
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.target import Target
@@ -78,20 +78,20 @@ def plan_job(
     """What the driver does before its workers run: lock the alias (recording the fence in the
     target), create the version, record the log position a catch-up starts from, plan the
     partitions; returns (store, job id, index, fence)."""
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, mapping = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
     store = catch_up.store if catch_up is not None else CoordinationStore(pipeline.coordination_url())
     fence = {ALIAS: store.locks.acquire(ALIAS, "test-driver", 600)}
     target.observe_fence(ALIAS, fence[ALIAS])
-    job = store.create_job([ALIAS], {"aliases": [ALIAS]}, "test")
+    job = store.job_rows.create_job([ALIAS], {"aliases": [ALIAS]}, "test")
     index = target.create_version(ALIAS, mapping)
-    store.update_job(job.id, targets={ALIAS: index})
+    store.job_rows.update_job(job.id, targets={ALIAS: index})
     if catch_up is not None:
         catch_up.record_start(job.id, {ALIAS: index})
     specs = plan_partitions(source, [EntityPlanInput(plan.config, plan.table, plan.id_columns)], pipeline.job)
-    store.add_partitions(job.id, specs)
-    store.transition_job(job.id, JobStatus.READY, fence=fence)
-    store.transition_job(job.id, JobStatus.RUNNING, fence=fence)
+    store.partition_rows.add_partitions(job.id, specs)
+    store.job_rows.transition_job(job.id, JobStatus.READY, fence=fence)
+    store.job_rows.transition_job(job.id, JobStatus.RUNNING, fence=fence)
     return store, job.id, index, fence
 
 
@@ -113,7 +113,7 @@ class DieOnceTheFirstBatchLanded(DocumentBuilder):
 def worker_killed_after_its_first_bulk(pipeline_path: str, job_id: str, index: str, partition_id: str) -> None:
     """A worker process (spawned): runs the partition until its builder kills it."""
     pipeline = load_pipeline(Path(pipeline_path))
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     builder = DieOnceTheFirstBatchLanded(source, plan)
@@ -127,7 +127,7 @@ def worker_killed_after_its_first_bulk(pipeline_path: str, job_id: str, index: s
 def kill_a_worker_after_its_first_bulk(pipeline: Pipeline, store: CoordinationStore, job_id: str, index: str) -> str:
     """Run the job's first partition in a worker process that is SIGKILLed after its first batch
     landed in the index and before it was acknowledged; return the partition's id."""
-    part = store.partitions(job_id)[0]
+    part = store.partition_rows.partitions(job_id)[0]
     ctx = multiprocessing.get_context("spawn")
     proc = ctx.Process(
         target=worker_killed_after_its_first_bulk,
@@ -136,18 +136,18 @@ def kill_a_worker_after_its_first_bulk(pipeline: Pipeline, store: CoordinationSt
     proc.start()
     proc.join(120)
     assert proc.exitcode == -signal.SIGKILL, proc.exitcode
-    left = store.partition(part.id)
+    left = store.partition_rows.partition(part.id)
     assert (left.status, left.cursor, left.success_count) == (P.PROCESSING, None, 0), "nothing was acknowledged"
     return part.id
 
 
 def run_the_rest(pipeline: Pipeline, store: CoordinationStore, job_id: str, index: str, target: Target) -> None:
     """Every partition, as the rerun's workers would (the killed one is taken over by its retry)."""
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
     builder = make_builder(source, plan)
     worker = PartitionWorker(store, target, lambda _: builder, job_id, RUN, {ALIAS: index}, settings())
-    for part in store.partitions(job_id):
+    for part in store.partition_rows.partitions(job_id):
         outcome = worker.run(part.id, "retry-worker")
         assert outcome.status == "completed", outcome
 
@@ -158,7 +158,7 @@ def test_a_row_deleted_after_its_unacknowledged_write_is_not_left_in_the_index(
     pipeline = shop_on_osmem(tmp_path, osmem_cluster, products=250)
     target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
     store, job_id, index, fence = plan_job(pipeline, target)
-    assert len(store.partitions(job_id)) == 1
+    assert len(store.partition_rows.partitions(job_id)) == 1
 
     pid = kill_a_worker_after_its_first_bulk(pipeline, store, job_id, index)
     landed = {doc_id for doc_id, _ in target.scan_hashes(index)}
@@ -176,7 +176,7 @@ def test_a_row_deleted_after_its_unacknowledged_write_is_not_left_in_the_index(
     held = {doc_id for doc_id, _ in target.scan_hashes(index)}
     assert "7" not in held and "8" not in held
     assert len(held) == target.count(index) == 248
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
     report = verify_alias(source, target, plan)
     assert (report.missing, report.extra, report.stale, report.duplicates) == (1, 0, 0, 0), report.samples
@@ -214,12 +214,12 @@ def test_with_a_catch_up_the_undone_write_and_the_replayed_delete_agree(
     try:
         pipeline = one_partition_of_small_batches(shop.directory / "pipeline.yaml")
         target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-        source = open_source(pipeline.source_url())
+        source = open_source_url(pipeline.source_url())
         store_ = CoordinationStore(pipeline.coordination_url())
         catch_up = CatchUp(pipeline, source, store_, [ALIAS], lambda: spark, job_plans(pipeline, source))
         store, job_id, index, fence = plan_job(pipeline, target, catch_up)
         assert catch_up.active(job_id), "a sync section: the job catches up"
-        assert len(store.partitions(job_id)) == 1
+        assert len(store.partition_rows.partitions(job_id)) == 1
 
         kill_a_worker_after_its_first_bulk(pipeline, store, job_id, index)
         assert "7" in {doc_id for doc_id, _ in target.scan_hashes(index)}

@@ -20,7 +20,7 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.redrive import redrive
 from sparkindex.keys import sort_key
-from sparkindex.sources.registry import open_source
+from sparkindex.resources import open_source_url
 from sparkindex.targets.base import BulkItem
 from sparkindex.verify.repair import repair
 from sparkindex.verify.verifier import LocalResources, Verifier, VerifyReport, local_runner
@@ -46,7 +46,7 @@ def families(tmp_path: Path, osmem_cluster: OsmemCluster) -> Pipeline:
 
 
 def verifier(pipeline: Pipeline) -> Verifier:
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     target = target_of(pipeline)
     plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["owners"]).items()}
     store = CoordinationStore(pipeline.coordination_url())
@@ -58,7 +58,7 @@ def counts(report: VerifyReport) -> dict[str, int]:
 
 
 def index_families(pipeline: Pipeline) -> str:
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     target = target_of(pipeline)
     _, mapping = resolve_plans(pipeline, source, ["owners"])["owners"]
     index = target.create_version("owners", mapping)

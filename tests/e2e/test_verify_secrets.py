@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.verify.ranges import RangeTask, TaskOptions
 from sparkindex.verify.run import run_verify
@@ -42,5 +41,5 @@ def test_verify_keeps_secrets_out_of_spark_and_the_store(tmp_path: Path, spark: 
         e = executions.apply(i)
         for text in (e.description(), e.details(), e.physicalPlanDescription()):
             assert PASSWORD not in text
-    [run] = VerifyRuns(store_of(pipeline)).list("items")
+    [run] = store_of(pipeline).verify_runs.list("items")
     assert PASSWORD not in str(run.to_dict())

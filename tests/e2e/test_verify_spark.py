@@ -24,7 +24,6 @@ import pytest
 
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.verify.run import run_verify
 from sparkindex.verify.verifier import VerifyReport
@@ -76,7 +75,7 @@ def postgres_hostile(request: pytest.FixtureRequest, tmp_path: Path, services: d
 
 def reindex(pipeline: Pipeline, spark: Any) -> str:
     summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
-    assert summary.status == "COMPLETED", store_of(pipeline).job(summary.job_id).error_message
+    assert summary.status == "COMPLETED", store_of(pipeline).job_rows.job(summary.job_id).error_message
     return summary.index
 
 
@@ -99,7 +98,7 @@ def verify_then_repair(pipeline: Pipeline, spark: Any, alias: str, extra_key: tu
     assert counts(before) == counts(found)
     assert after.clean and counts(after) == dict.fromkeys(COUNTED, 0), after.samples
     assert (after.index_docs, after.checked, outcome.exit_code) == (n, n, 0)
-    latest = VerifyRuns(store_of(pipeline)).latest(alias)
+    latest = store_of(pipeline).verify_runs.latest(alias)
     assert latest is not None and (latest.status, latest.repair, latest.run_id) == ("clean", True, outcome.run_id)
 
 

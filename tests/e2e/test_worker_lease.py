@@ -31,8 +31,8 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.tables import make_tables
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.planning import resolve_plans
+from sparkindex.resources import open_source_url
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
 from sparkindex.worker.partition import PartitionOutcome, PartitionWorker, WorkerSettings
 from tests.coordination.proxy import TcpProxy
@@ -145,7 +145,7 @@ def rig(
         pipeline = pipeline_over(tmp_path, pg, table, opensearch_url(fault_proxy), prefix)
         target_a = open_target(pipeline.target.url, tmp_path)
         target_b = open_target(osmem_cluster.opensearch_url, tmp_path)
-        source = open_source(pipeline.source_url())
+        source = open_source_url(pipeline.source_url())
         plan, mapping = resolve_plans(pipeline, source, ["leased"])["leased"]
         store = CoordinationStore(pg, prefix)
         port = sa.make_url(pg).port or 5432
@@ -153,14 +153,14 @@ def rig(
         store_proxy.start()
         store_a = CoordinationStore(pg.replace(f":{port}/", f":{store_proxy.port}/"), prefix)
         try:
-            job = store.create_job(["leased"], {"aliases": ["leased"]}, "test")
+            job = store.job_rows.create_job(["leased"], {"aliases": ["leased"]}, "test")
             index = target_b.create_version("leased", mapping)
-            store.update_job(job.id, targets={"leased": index})
+            store.job_rows.update_job(job.id, targets={"leased": index})
             specs = plan_partitions(source, [EntityPlanInput(plan.config, plan.table, plan.id_columns)], pipeline.job)
-            store.add_partitions(job.id, specs)
-            store.transition_job(job.id, JobStatus.READY)
-            store.transition_job(job.id, JobStatus.RUNNING)
-            [part] = store.partitions(job.id)
+            store.partition_rows.add_partitions(job.id, specs)
+            store.job_rows.transition_job(job.id, JobStatus.READY)
+            store.job_rows.transition_job(job.id, JobStatus.RUNNING)
+            [part] = store.partition_rows.partitions(job.id)
             settings = WorkerSettings(
                 batch_size=1000,
                 retries=3,
@@ -169,8 +169,8 @@ def rig(
                 claim_timeout_s=claim_timeout_s,
                 max_in_flight=1,
             )
-            builder_a = make_builder(open_source(pipeline.source_url()), plan)
-            builder_b = make_builder(open_source(pipeline.source_url()), plan)
+            builder_a = make_builder(open_source_url(pipeline.source_url()), plan)
+            builder_b = make_builder(open_source_url(pipeline.source_url()), plan)
             aliases = {"leased": index}
             worker_a = PartitionWorker(store_a, target_a, lambda _: builder_a, job.id, "run-1", aliases, settings)
             worker_b = PartitionWorker(store, target_b, lambda _: builder_b, job.id, "run-1", aliases, settings)
@@ -198,7 +198,7 @@ def test_a_worker_cut_off_from_the_store_writes_nothing_after_its_claim_could_ha
     # rows as they are now.
     outcome_b = rig.b_takes_over()
     assert outcome_b.status == "completed", outcome_b
-    done = rig.store.partition(rig.partition_id)
+    done = rig.store.partition_rows.partition(rig.partition_id)
     assert (done.status, done.owner) == (P.COMPLETED, "worker-b")
     assert set(docs(osmem_cluster, rig.index).values()) == {"new"}
 
@@ -213,7 +213,7 @@ def test_a_worker_cut_off_from_the_store_writes_nothing_after_its_claim_could_ha
     assert written_by_a == [], f"A wrote {written_by_a} after its claim could have been taken over"
     assert set(docs(osmem_cluster, rig.index).values()) == {"new"}, "older documents overwrote newer ones"
     assert result["a"].status == "lost", result
-    assert rig.store.partition(rig.partition_id).status == P.COMPLETED
+    assert rig.store.partition_rows.partition(rig.partition_id).status == P.COMPLETED
 
 
 @pytest.mark.postgres
@@ -234,7 +234,7 @@ def test_a_worker_whose_store_refuses_connections_for_a_moment_renews_again_and_
     rig.store_proxy.start()
 
     def renewed_after_the_cut() -> bool:
-        beat = rig.store.partition(rig.partition_id).last_heartbeat
+        beat = rig.store.partition_rows.partition(rig.partition_id).last_heartbeat
         return beat is not None and beat > cut_at
 
     wait_for(renewed_after_the_cut, 20, "the lease to be renewed once the store is back")
@@ -242,7 +242,7 @@ def test_a_worker_whose_store_refuses_connections_for_a_moment_renews_again_and_
     thread_a.join(timeout=60)
     assert not thread_a.is_alive()
     assert result["a"].status == "completed", result
-    done = rig.store.partition(rig.partition_id)
+    done = rig.store.partition_rows.partition(rig.partition_id)
     assert (done.status, done.claims, done.success_count) == (P.COMPLETED, 1, ROWS)
     assert set(docs(osmem_cluster, rig.index).values()) == {"old"} and len(docs(osmem_cluster, rig.index)) == ROWS
 
@@ -265,7 +265,7 @@ def test_a_worker_that_cannot_record_its_outcome_ends_normally_and_leaves_the_cl
     assert not thread_a.is_alive()
     assert "a" in result, "the worker raised instead of returning an outcome"
     assert result["a"].status == "lost", result
-    assert rig.store.partition(rig.partition_id).status == P.PROCESSING  # left to expire
+    assert rig.store.partition_rows.partition(rig.partition_id).status == P.PROCESSING  # left to expire
 
     rig.store_proxy.start()
     outcome_b = rig.b_takes_over()

@@ -17,9 +17,9 @@ from sparkindex.documents.builder import BuiltDocument, make_builder
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.keys import document_id, sort_key
+from sparkindex.resources import open_source_url
 from sparkindex.retry import Backoff
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget
@@ -42,7 +42,7 @@ def tantivy(pipeline: Pipeline) -> TantivyTarget:
 
 def built_documents(pipeline: Pipeline, alias: str) -> dict[str, BuiltDocument]:
     """Every document the source builds for *alias*, by id, as the job builds them."""
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, _ = resolve_plans(pipeline, source, [alias])[alias]
     builder = make_builder(source, plan)
     docs: dict[str, BuiltDocument] = {}
@@ -57,7 +57,7 @@ def built_documents(pipeline: Pipeline, alias: str) -> dict[str, BuiltDocument]:
 
 def index_without_spark(pipeline: Pipeline, alias: str) -> str:
     """A new version of *alias* holding every document, behind the alias; its name."""
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     target = tantivy(pipeline)
     _, mapping = resolve_plans(pipeline, source, [alias])[alias]
     index = target.create_version(alias, mapping)

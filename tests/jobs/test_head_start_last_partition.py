@@ -40,8 +40,10 @@ class _StopsHoldingThePartition(HeadStart):
         p = self.pipeline
         store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
         try:
-            [last] = store.partitions(self.job_id, [P.PENDING])
-            held = store.claim(last.id, "test:head-start", self.run_id, p.job.claim_timeout_s, take_over_run=False)
+            [last] = store.partition_rows.partitions(self.job_id, [P.PENDING])
+            held = store.partition_rows.claim(
+                last.id, "test:head-start", self.run_id, p.job.claim_timeout_s, take_over_run=False
+            )
             assert held is not None and held.status == P.PROCESSING
             self.claimed.append(last.id)
         finally:
@@ -66,7 +68,7 @@ def test_a_partition_the_head_start_left_is_run_by_a_pass(
     assert summary.status == "COMPLETED", summary
     store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
     try:
-        [part] = store.partitions(summary.job_id)
+        [part] = store.partition_rows.partitions(summary.job_id)
         assert part.id == _StopsHoldingThePartition.claimed[0]
         assert part.status == P.COMPLETED and part.success_count == PRODUCTS
     finally:

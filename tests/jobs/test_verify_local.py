@@ -15,7 +15,7 @@ import pytest
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.planning import resolve_plans
-from sparkindex.sources.registry import open_source
+from sparkindex.resources import open_source_url
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.targets.target import Target
@@ -28,7 +28,7 @@ PRODUCTS = 600
 
 
 def verifier(pipeline: Pipeline, target: Target | None = None) -> Verifier:
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     target = target or tantivy(pipeline)
     plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["products"]).items()}
     store = CoordinationStore(pipeline.coordination_url())

@@ -12,10 +12,9 @@ import pytest
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.recovery import holder_name
-from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
-from sparkindex.sources.registry import open_source
+from sparkindex.resources import open_source_url
 from sparkindex.verify.run import SCHEDULE_LOCK, next_verify_at, run_scheduled_verify, run_verify
 from sparkindex.verify.verifier import LocalResources, Runner, local_runner
 from tests.e2e.guarantee_helpers import run_cli
@@ -29,7 +28,7 @@ def scheduled_shop(tmp_path: Path, every: str | None) -> Pipeline:
 
 
 def in_process(pipeline: Pipeline) -> Runner:
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     target = tantivy(pipeline)
     plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["products"]).items()}
     return local_runner(LocalResources(source, target, plans, store_of(pipeline)))
@@ -45,7 +44,7 @@ def test_the_scheduled_check_runs_when_due_once_and_is_recorded(tmp_path: Path) 
 
     outcome = run_scheduled_verify(pipeline, runner=runner)
     assert outcome is not None and outcome.clean and outcome.reports[0].checked == 50
-    last = VerifyRuns(store_of(pipeline)).latest("products", trigger="scheduled")
+    last = store_of(pipeline).verify_runs.latest("products", trigger="scheduled")
     assert last is not None and (last.run_id, last.status, last.checked, last.repair) == (
         outcome.run_id,
         "clean",
@@ -56,7 +55,7 @@ def test_the_scheduled_check_runs_when_due_once_and_is_recorded(tmp_path: Path) 
     assert due is not None and before + 3600 <= due <= time.time() + 3600
 
     assert run_scheduled_verify(pipeline, runner=runner) is None, "not due for an hour"
-    assert len(VerifyRuns(store_of(pipeline)).list("products")) == 1
+    assert len(store_of(pipeline).verify_runs.list("products")) == 1
 
 
 def test_a_check_another_process_runs_is_skipped(tmp_path: Path) -> None:
@@ -66,7 +65,7 @@ def test_a_check_another_process_runs_is_skipped(tmp_path: Path) -> None:
     key = SCHEDULE_LOCK.format(aliases="products")
     token = store.locks.acquire(key, holder_name("other-run"), 600)  # a live holder: this very process
     assert run_scheduled_verify(pipeline, runner=in_process(pipeline), force=True) is None
-    assert VerifyRuns(store).list() == []
+    assert store.verify_runs.list() == []
     store.locks.release(key, token)
     assert run_scheduled_verify(pipeline, runner=in_process(pipeline), force=True) is not None
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from sparkindex.resources import open_source_url
 from sparkindex.scaffold.reflect import SchemaGraph, reflect_schema
 from sparkindex.scaffold.relations import IndexDraft, RelationDraft
-from sparkindex.sources.registry import open_source
 from tests.scaffold.extras import load_rich_schema
 
 
@@ -24,7 +24,7 @@ def rich_sqlite(folder: Path) -> str:
 
 
 def reflect(url: str) -> SchemaGraph:
-    source = open_source(url)
+    source = open_source_url(url)
     try:
         return reflect_schema(source)
     finally:

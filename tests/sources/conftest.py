@@ -19,8 +19,8 @@ import pytest
 import sqlalchemy as sa
 
 from sparkindex.config.urls import normalize_url
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import Source
-from sparkindex.sources.registry import open_source
 from tests.sources import fixture_data
 
 DIALECTS = [
@@ -107,7 +107,7 @@ def loaded_database(
 @pytest.fixture
 def source_db(loaded_database: LoadedDatabase) -> Iterator[Source]:
     """An opened source on the fixture database of each dialect (sqlite, postgres, mysql)."""
-    source = open_source(loaded_database.url)
+    source = open_source_url(loaded_database.url)
     yield source
     source.close()
 
@@ -117,6 +117,6 @@ def reference_source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sourc
     """The same fixture data in its own SQLite file: what every dialect is compared against."""
     url = f"sqlite:///{tmp_path_factory.mktemp('sqlite-reference') / 'reference.db'}"
     _load(url)
-    source = open_source(url)
+    source = open_source_url(url)
     yield source
     source.close()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import Source
-from sparkindex.sources.registry import open_source
 
 
 def sqlite_source(path: Path, script: str) -> Source:
@@ -17,4 +17,4 @@ def sqlite_source(path: Path, script: str) -> Source:
         conn.commit()
     finally:
         conn.close()
-    return open_source(f"sqlite:///{path}")
+    return open_source_url(f"sqlite:///{path}")

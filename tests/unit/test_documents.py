@@ -28,8 +28,8 @@ from sparkindex.documents import (
     resolve_index,
 )
 from sparkindex.errors import ConfigError
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange, Source
-from sparkindex.sources.registry import open_source
 
 UNICODE = "Grüße 東京 🚀"
 BIG = ("lorem ipsum dolor sit amet ünïcödé ✓ " * 3000)[: 100 * 1024]
@@ -119,7 +119,7 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def source(db: Path) -> Iterator[Source]:
-    s = open_source(f"sqlite:///{db}")
+    s = open_source_url(f"sqlite:///{db}")
     yield s
     s.close()
 
@@ -283,7 +283,7 @@ def big_source(tmp_path: Path) -> Iterator[Source]:
     )
     conn.commit()
     conn.close()
-    s = open_source(f"sqlite:///{path}")
+    s = open_source_url(f"sqlite:///{path}")
     yield s
     s.close()
 
@@ -326,7 +326,7 @@ def test_children_are_fetched_per_page_not_per_row(big_source: Source) -> None:
 
 class _fresh:
     def __init__(self, db: Path) -> None:
-        self.source = open_source(f"sqlite:///{db}")
+        self.source = open_source_url(f"sqlite:///{db}")
 
     def __enter__(self) -> Source:
         return self.source

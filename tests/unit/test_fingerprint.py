@@ -10,7 +10,7 @@ from tests.e2e.shop import make_shop
 from sparkindex.config import load_pipeline
 from sparkindex.documents.fingerprint import plan_fingerprint
 from sparkindex.documents.planning import resolve_plans
-from sparkindex.sources.registry import open_source
+from sparkindex.resources import open_source_url
 
 
 def fingerprint_of(directory: Path, name: str, old: str = "", new: str = "") -> str:
@@ -19,7 +19,7 @@ def fingerprint_of(directory: Path, name: str, old: str = "", new: str = "") -> 
     assert old in text
     (directory / name).write_text(text.replace(old, new, 1) if old else text)
     pipeline = load_pipeline(directory / name)
-    plans = resolve_plans(pipeline, open_source(pipeline.source_url()), ["products"])
+    plans = resolve_plans(pipeline, open_source_url(pipeline.source_url()), ["products"])
     return plan_fingerprint(plans, pipeline)
 
 

@@ -22,8 +22,8 @@ from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.documents.floats import finite_columns
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange, Source
-from sparkindex.sources.registry import open_source
 
 D = decimal.Decimal
 
@@ -78,7 +78,7 @@ def source(tmp_path: Path) -> Iterator[Source]:
     conn.executemany("INSERT INTO staff VALUES (?, ?, ?)", [(n, f"S|{n % 40}\\", 10.0 * n) for n in range(1, 81)])
     conn.commit()
     conn.close()
-    s = open_source(f"sqlite:///{tmp_path / 'f.db'}")
+    s = open_source_url(f"sqlite:///{tmp_path / 'f.db'}")
     yield s
     s.close()
 

@@ -32,7 +32,7 @@ def test_head_start_and_the_pass_share_the_partitions_exactly_once(tmp_path: Pat
     pipeline = make_shop(tmp_path, products=1200, partition_size=50)
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
     store, job_id, index, plan = plan_job(pipeline, target, "products")
-    parts = store.partitions(job_id)
+    parts = store.partition_rows.partitions(job_id)
     assert len(parts) >= 20
     store.locks.acquire("products", holder_name("run-1"), 600.0)  # as the driver holds it: the head start asks
     session: Future[Any] = Future()
@@ -56,7 +56,7 @@ def test_head_start_and_the_pass_share_the_partitions_exactly_once(tmp_path: Pat
     assert by_driver == [p.id for p in parts[::-1][: len(by_driver)]], "from the back of the claim order"
     assert sorted(by_driver + by_pass) == sorted(p.id for p in parts), "each partition completed exactly once"
     assert {o.partition_id for o in outcomes if o.status == "skipped"} >= set(by_driver[:-1])
-    done = store.partitions(job_id)
+    done = store.partition_rows.partitions(job_id)
     assert {p.status for p in done} == {P.COMPLETED}
     assert sum(p.success_count for p in done) == 1200
     # every partition timed its bulk requests into its stored latency histogram

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from sparkindex.errors import ConfigError
-from sparkindex.sources.index.columns import DocumentColumns, ValueMismatch
+from sparkindex.index_source.columns import DocumentColumns, ValueMismatch
 from sparkindex.targets.base import StoredDocument
 
 MAPPING: dict[str, Any] = {

@@ -14,10 +14,10 @@ from sparkindex.documents.builder import make_builder
 from sparkindex.documents.from_index import IndexDocumentBuilder, resolve_index_source
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.errors import ConfigError, PermanentError
+from sparkindex.index_source.source import IndexSource, page_bounds
 from sparkindex.keys import document_id, dump_key, load_key, sort_key
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.index.source import IndexSource, page_bounds
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
 
@@ -47,7 +47,7 @@ def source(tmp_path: Path) -> IndexSource:
     target.bulk(index, items[20:])
     target.finish_version(index)
     target.swap("things", index, None, fence=1)
-    opened = open_source(f"tantivy://{tmp_path}")
+    opened = open_source_url(f"tantivy://{tmp_path}")
     assert isinstance(opened, IndexSource)
     return opened
 
@@ -147,4 +147,4 @@ def test_what_a_rebuild_cannot_do_is_a_config_error(
 
 def test_unknown_source_schemes_list_the_index_backends() -> None:
     with pytest.raises(ConfigError, match="or an index to rebuild: tantivy, opensearch"):
-        open_source("ftp://example.com/x")
+        open_source_url("ftp://example.com/x")

@@ -25,8 +25,8 @@ from sparkindex.documents.join import split_child_id
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
 from sparkindex.keys import sort_key
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange, Source
-from sparkindex.sources.registry import open_source
 
 OWNERS = [
     ("EU", "a|b", "Ann", 1),
@@ -118,7 +118,7 @@ def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture
 def source(database: tuple[str, str]) -> Iterator[Source]:
-    s = open_source(database[1])
+    s = open_source_url(database[1])
     yield s
     s.close()
 
@@ -329,7 +329,7 @@ def test_two_join_relations_list_both_children(source: Source) -> None:
 @pytest.fixture
 def sqlite_source(tmp_path: Path) -> Iterator[Source]:
     with fresh_database("sqlite", tmp_path, dict, _load) as url:
-        s = open_source(url)
+        s = open_source_url(url)
         yield s
         s.close()
 

@@ -18,8 +18,8 @@ from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.keys import document_id, dump_key, load_key, split_document_id
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import Column, KeyRange, TableInfo, coerce_key
-from sparkindex.sources.registry import open_source
 
 HOSTILE_PARTS: list[Any] = ["", None, "|", "\\", "\\N", "N", "x|y", "a\\|b", "\\\\|", "ü|東", "|\\N", "\\N|"]
 
@@ -128,7 +128,7 @@ def floats_source(tmp_path: Path) -> Iterator[Any]:
     conn.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, m_id TEXT REFERENCES m(id), w REAL)")
     conn.commit()
     conn.close()
-    source = open_source(f"sqlite:///{tmp_path / 'f.db'}")
+    source = open_source_url(f"sqlite:///{tmp_path / 'f.db'}")
     yield source
     source.close()
 

@@ -16,15 +16,15 @@ import orjson
 from sparkindex.config import load_pipeline
 from sparkindex.demo.large import counts_for, generate_large_sqlite, write_large_pipeline
 from sparkindex.documents import DocumentBuilder, resolve_index
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.registry import open_source
 
 N = 1500
 
 
 def _docs(tmp_path: Path) -> list[bytes]:
     pipeline = load_pipeline(write_large_pipeline(tmp_path))
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
     builder = DocumentBuilder(source, plan)
     out: list[bytes] = []

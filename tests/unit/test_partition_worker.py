@@ -28,9 +28,9 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.finalize import adopt_completed_stages
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
 from sparkindex.targets.tantivy.wire import service_address
 from sparkindex.worker.partition import PartitionOutcome, PartitionWorker, WorkerSettings
@@ -51,16 +51,16 @@ class CountingBuilder(DocumentBuilder):
 def plan_job(pipeline: Pipeline, target: TantivyTarget, alias: str) -> tuple[CoordinationStore, str, str, Any]:
     """A RUNNING job with its version and partitions planned, as the driver leaves it for the workers;
     returns (store, job id, index, plan)."""
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     plan, mapping = resolve_plans(pipeline, source, [alias])[alias]
     store = CoordinationStore(pipeline.coordination_url())
-    job = store.create_job([alias], {"aliases": [alias]}, "test")
+    job = store.job_rows.create_job([alias], {"aliases": [alias]}, "test")
     index = target.create_version(alias, mapping)
-    store.update_job(job.id, targets={alias: index})
+    store.job_rows.update_job(job.id, targets={alias: index})
     specs = plan_partitions(source, [EntityPlanInput(plan.config, plan.table, plan.id_columns)], pipeline.job)
-    store.add_partitions(job.id, specs)
-    store.transition_job(job.id, JobStatus.READY)
-    store.transition_job(job.id, JobStatus.RUNNING)
+    store.partition_rows.add_partitions(job.id, specs)
+    store.job_rows.transition_job(job.id, JobStatus.READY)
+    store.job_rows.transition_job(job.id, JobStatus.RUNNING)
     return store, job.id, index, plan
 
 
@@ -91,8 +91,8 @@ def test_lease_is_renewed_while_a_page_read_is_blocked(
     pipeline = write_pipeline(tmp_path, pg, "leased", blocked_table, "    partition_size: 5000\n    page_size: 500\n")
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index", writer_heap_mb=32, writer_threads=1))
     store, job_id, index, plan = plan_job(pipeline, target, "leased")
-    [part] = store.partitions(job_id)
-    builder = make_builder(open_source(pipeline.source_url()), plan)  # resolved before the table is locked
+    [part] = store.partition_rows.partitions(job_id)
+    builder = make_builder(open_source_url(pipeline.source_url()), plan)  # resolved before the table is locked
     settings = WorkerSettings(batch_size=500, claim_timeout_s=1.0, retries=1, backoff_initial_s=0.05)
     worker = PartitionWorker(store, target, lambda _: builder, job_id, "run-1", {"leased": index}, settings)
 
@@ -113,12 +113,12 @@ def test_lease_is_renewed_while_a_page_read_is_blocked(
             return bool(waiting)
 
         wait_for(worker_waits_on_the_lock, 30, "the worker's SELECT to wait on the table lock")
-        claimed = store.partition(part.id)
+        claimed = store.partition_rows.partition(part.id)
         assert claimed.status == P.PROCESSING and claimed.claims == 1
         beats: set[float] = set()
 
         def heartbeat_advanced_three_times() -> bool:
-            hb = store.partition(part.id).last_heartbeat
+            hb = store.partition_rows.partition(part.id).last_heartbeat
             assert hb is not None
             beats.add(hb)
             return len(beats) >= 4
@@ -126,14 +126,14 @@ def test_lease_is_renewed_while_a_page_read_is_blocked(
         wait_for(heartbeat_advanced_three_times, 15, "three lease renewals while the read is blocked")
         assert worker_waits_on_the_lock(), "the read must still be blocked: the renewals came from the lease"
         now = time.time()
-        renewed = store.partition(part.id)
+        renewed = store.partition_rows.partition(part.id)
         assert renewed.last_heartbeat is not None and now - renewed.last_heartbeat < 1.0
         assert claimed.last_heartbeat is not None and now - claimed.last_heartbeat > 1.0, (
             "long enough blocked that the first lease alone would have gone stale"
         )
         # Another worker sees a live lease and cannot take the partition.
-        assert store.claim(part.id, "other", "other-run", stale_after_s=1.0) is None
-        assert store.partition(part.id).claim_token == claimed.claim_token
+        assert store.partition_rows.claim(part.id, "other", "other-run", stale_after_s=1.0) is None
+        assert store.partition_rows.partition(part.id).claim_token == claimed.claim_token
 
         tx.commit()  # the table lock goes: the blocked read proceeds and the partition completes
         thread.join(timeout=60)
@@ -146,7 +146,7 @@ def test_lease_is_renewed_while_a_page_read_is_blocked(
         watcher.dispose()
     outcome = result["outcome"]
     assert (outcome.status, outcome.indexed, outcome.failed) == ("completed", 3000, 0), outcome
-    done = store.partition(part.id)
+    done = store.partition_rows.partition(part.id)
     assert (done.status, done.claims, done.success_count) == (P.COMPLETED, 1, 3000)
     adopt_completed_stages(store, target, job_id, {"leased": index})
     assert target.count(index) == 3000
@@ -160,15 +160,15 @@ def test_a_staged_attempt_seals_often_and_never_writes_through_the_service(tmp_p
     pipeline = make_shop(tmp_path, products=1000, partition_size=1000, page_size=100)
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
     store, job_id, index, plan = plan_job(pipeline, target, "products")
-    [part] = store.partitions(job_id)
-    builder = CountingBuilder(open_source(pipeline.source_url()), plan)
+    [part] = store.partition_rows.partitions(job_id)
+    builder = CountingBuilder(open_source_url(pipeline.source_url()), plan)
     settings = WorkerSettings(batch_size=100, sync_every_s=0.0)  # seal after every batch
     worker = PartitionWorker(store, target, lambda _: builder, job_id, "run-1", {"products": index}, settings)
 
     outcome = worker.run(part.id, "test:worker")
 
     assert (outcome.status, outcome.indexed) == ("completed", 1000), outcome
-    done = store.partition(part.id)
+    done = store.partition_rows.partition(part.id)
     assert len(done.stage_names) == 10, done.stage_names
     assert target._writer_client(index).request({"op": "ping"}, start=False) is None, "no writer service ran"
     assert not (tmp_path / "index" / index / "sparkindex-service.log").exists()
@@ -188,8 +188,8 @@ def test_worker_stops_reading_and_parks_the_partition_when_the_target_is_down(tm
         )
     )
     store, job_id, index, plan = plan_job(pipeline, target, "products")
-    [part] = store.partitions(job_id)
-    builder = CountingBuilder(open_source(pipeline.source_url()), plan)
+    [part] = store.partition_rows.partitions(job_id)
+    builder = CountingBuilder(open_source_url(pipeline.source_url()), plan)
     settings = WorkerSettings(
         batch_size=100, retries=1, backoff_initial_s=0.01, backoff_max_s=0.05, reopen_after_s=60.0
     )
@@ -207,7 +207,7 @@ def test_worker_stops_reading_and_parks_the_partition_when_the_target_is_down(tm
     # Pages of the batches in flight, plus the one being built when the first bulk gave up.
     most = settings.max_in_flight + 1
     assert 1 <= builder.pages <= most, f"read {builder.pages} of 10 pages: the worker kept reading with the target down"
-    parked = store.partition(part.id)
+    parked = store.partition_rows.partition(part.id)
     assert parked.status == P.CLOSED
     assert parked.reopen_at is not None and parked.reopen_at >= started + 60.0
     assert parked.cursor is None, "no batch was acknowledged, so the cursor must not move"
@@ -216,7 +216,7 @@ def test_worker_stops_reading_and_parks_the_partition_when_the_target_is_down(tm
     assert parked.retry_count == 0, "a down target is not the partition's failure"
     # Parked until reopen_at: another worker does not pick it up early.
     assert worker.run(part.id, "test:again").status == "skipped"
-    assert store.partition(part.id).claims == 1
+    assert store.partition_rows.partition(part.id).claims == 1
     assert store.dead_letters.count(job_id) == 0
 
 
@@ -245,8 +245,8 @@ def test_writes_lost_by_a_killed_writer_service_are_read_again(tmp_path: Path) -
     config = TantivyTargetConfig(root=tmp_path / "index", writer_heap_mb=32, writer_threads=1, staged_builds=False)
     target = TantivyTarget(config)
     store, job_id, index, plan = plan_job(pipeline, target, "products")
-    [part] = store.partitions(job_id)
-    builder = KillingBuilder(open_source(pipeline.source_url()), plan)
+    [part] = store.partition_rows.partitions(job_id)
+    builder = KillingBuilder(open_source_url(pipeline.source_url()), plan)
     builder.target, builder.index = target, index
     # Batches of one page, never synced before the end: everything before the kill is unsynced.
     settings = WorkerSettings(batch_size=100, sync_every_s=3600, backoff_initial_s=0.01, backoff_max_s=0.05)
@@ -257,7 +257,7 @@ def test_writes_lost_by_a_killed_writer_service_are_read_again(tmp_path: Path) -
     assert builder.killed is not None
     assert (outcome.status, outcome.indexed) == ("completed", 1000), outcome
     assert builder.pages > 11, "the pages whose writes were lost were read again"
-    done = store.partition(part.id)
+    done = store.partition_rows.partition(part.id)
     assert (done.status, done.success_count, done.claims) == (P.COMPLETED, 1000, 1)
     target.finish_version(index)
     ids = [i for i, _ in target.scan_hashes(index)]
@@ -270,9 +270,9 @@ def test_a_permanent_error_fails_the_partition_not_the_spark_job(tmp_path: Path)
     pipeline = make_shop(tmp_path, products=300, partition_size=300, page_size=100)
     target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index", writer_heap_mb=32, writer_threads=1))
     store, job_id, index, _ = plan_job(pipeline, target, "products")
-    [part] = store.partitions(job_id)
+    [part] = store.partition_rows.partitions(job_id)
     target.delete_version(index)
-    source = open_source(pipeline.source_url())
+    source = open_source_url(pipeline.source_url())
     worker = PartitionWorker(
         store,
         target,
@@ -284,6 +284,6 @@ def test_a_permanent_error_fails_the_partition_not_the_spark_job(tmp_path: Path)
     )
     outcome = worker.run(part.id, "test:worker")
     assert outcome.status == "failed" and index in (outcome.error or ""), outcome
-    after = store.partition(part.id)
+    after = store.partition_rows.partition(part.id)
     assert (after.status, after.retry_count, after.success_count) == (P.PENDING, 1, 0)
     assert index in (after.last_error or "")

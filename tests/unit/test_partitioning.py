@@ -21,10 +21,10 @@ import pytest
 
 from sparkindex.config.indexes import IndexConfig
 from sparkindex.config.job import JobConfig
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange, Source, TableInfo
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.sources.partitioning import distinct_in_order, integer_ranges, ranges_from_boundaries
-from sparkindex.sources.registry import open_source
 
 # -- helpers -----------------------------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ def sources() -> Iterator[list[Source]]:
 
 
 def opened(sources: list[Source], url: str) -> Source:
-    s = open_source(url)
+    s = open_source_url(url)
     sources.append(s)
     return s
 

@@ -20,8 +20,8 @@ from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.versions import MAX_VERSION, external_version
 from sparkindex.errors import ConfigError, DocumentError
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import KeyRange, Source
-from sparkindex.sources.registry import open_source
 
 UTC = dt.UTC
 STAMP = dt.datetime(2024, 1, 2, 3, 4, 5, 123456)
@@ -130,7 +130,7 @@ def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture
 def source(database: tuple[str, str]) -> Iterator[Source]:
-    s = open_source(database[1])
+    s = open_source_url(database[1])
     yield s
     s.close()
 
@@ -229,7 +229,7 @@ def test_text_stored_in_an_integer_column_is_a_document_error(tmp_path: Path) ->
             conn.exec_driver_sql("INSERT INTO t VALUES ('ok', 3), ('bad|one', 'soon'), ('half', 2.5)")
 
     with fresh_database("sqlite", tmp_path, dict, load) as url:
-        source = open_source(url)
+        source = open_source_url(url)
         try:
             plan = resolve_index(source, IndexConfig(alias="t", table="t", version="rv"), "indexes[0]")
             page = DocumentBuilder(source, plan).page(KeyRange(None, None), None, 10)

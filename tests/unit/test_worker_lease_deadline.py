@@ -19,7 +19,7 @@ from sparkindex.worker.lease import Lease
 def test_a_noticed_takeover_ends_the_write_deadline(tmp_path: Path) -> None:
     store = CoordinationStore(f"sqlite:///{tmp_path / 'state.db'}")
     _, (pid,) = new_job(store, 1)
-    rec = store.claim(pid, "w", "run-1", 60)
+    rec = store.partition_rows.claim(pid, "w", "run-1", 60)
     assert rec is not None
     lease = Lease(store, rec, 60.0, claimed_at=time.monotonic())
     with writes_until(lease.valid_until):

@@ -6,7 +6,9 @@ One module per concept, each a class over the store's engine and tables: ``jobs`
 ``write_ahead``, ``swap_log``, ``offsets`` (consumer offsets), ``ledger`` (document versions per
 index), ``deferred_changes``, ``holds`` (holds with their lease, sync presence,
 hand-overs), ``deferred_runs``, ``sync_events``, ``verify_runs``. ``store.CoordinationStore``
-opens them together; ``views`` reads them for the server. Every table is defined in ``tables``
+opens them together, one attribute per concept (``store.job_rows.create_job(...)``,
+``store.sync_events``, ``store.verify_runs``), and closes them as a context manager; ``views``
+reads them for the server. Every table is defined in ``tables``
 and created or migrated only by ``engine`` (versioned migrations). The package sits low in the
 layers: it imports only ``config``, ``keys``, ``retry``, ``allocator`` and ``errors``.
 """

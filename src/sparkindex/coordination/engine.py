@@ -73,7 +73,7 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
     else:
         # a NullPool connection is closed on return, so rolling it back first is a wasted round
         # trip, and on a connection the server dropped it fails and SQLAlchemy logs the failure
-        # at ERROR with a traceback (chaos seed 1 trial 8: a store restart under a reindex)
+        # at ERROR with a traceback (seen in the chaos campaign when the store restarted under a reindex)
         options.update(poolclass=sa.pool.NullPool, pool_reset_on_return=None)
     engine = sa.create_engine(url, connect_args={"connect_timeout": 10}, **options)
     bound_idle_transactions(engine, scheme, url)

@@ -1,4 +1,4 @@
-"""Keeping the alias locks alive while a job runs (the seed's lock refresh every minute).
+"""Keeping the alias locks alive while a job runs (refreshed every ``job.lock_refresh_s``).
 
 A refresh that fails because the store is unreachable (a restart, a dropped connection) is not a
 lost lock: the keeper logs it and tries again at the next tick, since the lock stays ours until

@@ -253,8 +253,8 @@ class PartitionRows(StoreBase):
 
     @rerun_on_conflict
     def count_partition_not_found(self, job_id: str) -> None:
-        """A worker of *job_id* was given a partition the store does not hold (the seed's
-        partitionNotFoundErrors); counted on the job."""
+        """A worker of *job_id* was given a partition the store does not hold; counted on the
+        job (``partition_not_found``), where ``status`` shows it."""
         jt = self.t.job
         with self.engine.begin() as conn:
             conn.execute(jt.update().where(jt.c.id == job_id).values(partition_not_found=jt.c.partition_not_found + 1))
@@ -315,7 +315,7 @@ class PartitionRows(StoreBase):
                 seen = mine.where(pt.c.status == P.PROCESSING, pt.c.cursor == params["b_cursor"])
                 if conn.execute(seen).first() is not None:
                     return
-            # refused: counted on the partition (the seed's partitionUpdateErrors)
+            # refused: counted on the partition (``update_errors``: updates a lost claim tried to make)
             conn.execute(pt.update().where(pt.c.id == partition_id).values(update_errors=pt.c.update_errors + 1))
         raise LockLost(f"partition {partition_id}: claim {token} is no longer the owner")
 

@@ -1,4 +1,4 @@
-"""Startup recovery of orphaned jobs (the seed's JobRecoveryManager), as a pure decision plus its effect.
+"""Startup recovery of orphaned jobs, as a pure decision plus its effect (docs/internals.md, "Recovery decisions").
 
 A job is orphaned when no live process holds its lock. Then:
 
@@ -135,14 +135,16 @@ def recover(
     if decision.action == "fail" and job.status != JobStatus.FAILED:
         # a job recovery fails (its planning interrupted, idle too long) is never resumed, so
         # nothing would ever release the partitions its dead driver held
-        store.reset_orphans(job.id, fence=fence)
-        store.transition_job(job.id, JobStatus.FAILED, fence=fence, error=f"{NOT_RESUMABLE}recovery: {decision.reason}")
+        store.partition_resets.reset_orphans(job.id, fence=fence)
+        store.job_rows.transition_job(
+            job.id, JobStatus.FAILED, fence=fence, error=f"{NOT_RESUMABLE}recovery: {decision.reason}"
+        )
     elif decision.action == "stop":
-        store.reset_orphans(job.id, fence=fence)
-        store.transition_job(job.id, JobStatus.STOPPED, fence=fence)
+        store.partition_resets.reset_orphans(job.id, fence=fence)
+        store.job_rows.transition_job(job.id, JobStatus.STOPPED, fence=fence)
     elif decision.action == "resume":
-        reset = store.reset_orphans(job.id, fence=fence)
+        reset = store.partition_resets.reset_orphans(job.id, fence=fence)
         if job.status == JobStatus.RUNNING:
-            store.transition_job(job.id, JobStatus.READY, fence=fence)
+            store.job_rows.transition_job(job.id, JobStatus.READY, fence=fence)
         log.info("recovered job %s: %d in-flight partitions reset to PENDING", job.id, reset)
     return decision

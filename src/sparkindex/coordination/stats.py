@@ -1,4 +1,4 @@
-"""Progress totals per entity, aggregated from the partition rows (the seed's stats aggregation)."""
+"""Progress totals per entity, aggregated from the partition rows (what ``status`` and the page show)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The fence log: every attempt to move an alias with a fencing token, and how it ended.
 
-Guarantee 4: only the current lock holder moves an alias. The lock table keeps one row per alias
+Only the current lock holder moves an alias. The lock table keeps one row per alias
 whose token grows at every acquisition and never shrinks (a released lock keeps its row), and the
 target refuses a swap carrying a token older than one it has seen. This log lets a check after
 the fact (the chaos campaign's) prove that held: finalize's swap (the one catch-up's hand-over is
@@ -26,6 +26,7 @@ before it reads the alias).
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -33,9 +34,12 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from sparkindex.coordination.base import rerun_on_conflict
 from sparkindex.errors import LockLost
+
+log = logging.getLogger(__name__)
 
 PENDING = "pending"
 MOVED = "moved"
@@ -134,8 +138,10 @@ class SwapLog:
 
     def _finish_quietly(self, attempt_id: int, outcome: str, detail: str) -> None:
         """A store that fails now must not hide why the swap failed: the row stays ``pending``."""
-        with contextlib.suppress(Exception):
+        try:
             self.finish(attempt_id, outcome, detail)
+        except SQLAlchemyError as exc:
+            log.warning("swap attempt %s stays pending in the fence log (it ended %s): %s", attempt_id, outcome, exc)
 
     @rerun_on_conflict
     def attempts(self, alias: str | None = None) -> list[SwapAttempt]:

@@ -88,15 +88,16 @@ def make_event_table(prefix: str = "") -> tuple[sa.MetaData, sa.Table]:
 
 
 class SyncEvents:
-    def __init__(self, engine: Engine, prefix: str = "", *, create: bool = True) -> None:
+    def __init__(self, engine: Engine, prefix: str = "", *, create: bool = True, opened: bool = False) -> None:
         """*create*: make sure the store's schema is current first (:func:`ensure_schema`, as
         opening the store does). False: a reader (the server) that never writes DDL; it reads
-        nothing from a database where no store was ever opened."""
+        nothing from a database where no store was ever opened. *opened*: made by a store that
+        has just made its schema current, so there is nothing to create or check."""
         self.engine = engine
-        self.create = create
+        self.create = create or opened
         tables = make_tables(prefix)
         self.table, self.gap_table = tables.sync_event, tables.sync_gap
-        if create:
+        if create and not opened:
             ensure_schema(engine, tables)
 
     @rerun_on_conflict

@@ -9,6 +9,7 @@ Keys of several strings stay within MariaDB's 3,072-byte limit in utf8mb4 (4 byt
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -48,7 +49,11 @@ class Tables:
         return str(self.schema.name)[: -len("si_schema")]
 
 
+@functools.cache
 def make_tables(prefix: str = "") -> Tables:
+    """The tables of *prefix*, made once per process: every store and view of one prefix shares
+    them, so SQLAlchemy's compiled-statement cache (keyed by the tables) serves them all, and a
+    store opened again (a scheduler's next run) compiles nothing again. Nothing alters them."""
     md = sa.MetaData()
     p = f"{prefix}si_"
     schema = sa.Table(

@@ -5,7 +5,7 @@ whether or not the worker lives to record its acknowledgement. A redo starts fro
 cursor and writes again whatever it reads, so a row that still exists comes back as an upsert. A
 row deleted in between (or made unbuildable) is never read again, and its document would stay in
 the version, acknowledged by nobody: the count check before the swap would refuse the job on
-every rerun (issue 16).
+every rerun.
 
 So before each bulk of an attempt that writes in place (not into a private stage), the worker
 records here what the bulk is about to write (id, routing, external version) and the cursor the

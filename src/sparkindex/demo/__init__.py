@@ -5,7 +5,7 @@ Both are deterministic for a seed, so tests and benchmarks can recompute what th
 * ``shop``: the sample shop (categories, users, products, reviews) as a SQLite file, and its pipeline
   (``sparkindex demo``).
 * ``large``: articles of about 2 KB with nested comments and a three-level object chain, in SQLite or PostgreSQL,
-  and its pipeline (issue 6's benchmark).
+  and its pipeline (the large-document benchmark, docs/benchmarks.md).
 """
 
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop, write_demo_pipeline

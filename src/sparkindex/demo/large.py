@@ -1,9 +1,10 @@
 """Generating the "large documents" database: articles of about 2 KB with nested comments.
 
 Why it exists: the shop's documents are small, and small documents hide the per-document costs
-(encoding, crossing processes, Tantivy's per-field work) that dominate real indexes. Issue 6 asks
-for a benchmark on documents of about 2 KB with about 4 nested children and a three-level object
-chain, from SQLite and PostgreSQL, at 500,000 rows and more. This module builds exactly that:
+(encoding, crossing processes, Tantivy's per-field work) that dominate real indexes. The
+large-document benchmark (docs/benchmarks.md) runs on documents of about 2 KB with about 4 nested
+children and a three-level object chain, from SQLite and PostgreSQL, at 500,000 rows and more.
+This module builds exactly that:
 
     articles (root: title, subtitle, summary, a ~1 KB body, tags, dates, numbers)
       ├─ comments   nested, 2..6 per article (about 4), each with a text body

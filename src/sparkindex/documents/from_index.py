@@ -1,5 +1,5 @@
 """Documents read from another index: the plan, the new mapping and the builder of an
-index-to-index rebuild (a pipeline whose source is an index, :mod:`sparkindex.sources.index`).
+index-to-index rebuild (a pipeline whose source is an index, :mod:`sparkindex.index_source`).
 
 The documents exist already, so there is nothing to assemble: each keeps its id and its sort key
 (ranges and cursors of the new version mean what they meant in the old one), its source is
@@ -20,9 +20,9 @@ from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.mapping import Mapping, with_overrides
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import ConfigError, DocumentError, PermanentError
+from sparkindex.index_source.columns import ID_COLUMN, copy_targets, source_fields
+from sparkindex.index_source.source import IndexSource
 from sparkindex.sources.base import KeyRange
-from sparkindex.sources.index.columns import ID_COLUMN, copy_targets, source_fields
-from sparkindex.sources.index.source import IndexSource
 
 #: Index settings that make no sense when the documents come from an index, and why.
 _REFUSED = {

@@ -10,8 +10,8 @@ from sparkindex.config.secrets import redact_url
 from sparkindex.documents.mapping import Mapping, infer_mapping
 from sparkindex.documents.plan import IndexPlan, resolve_index
 from sparkindex.errors import ConfigError
+from sparkindex.index_source.source import IndexSource
 from sparkindex.sources.base import Source
-from sparkindex.sources.index.source import IndexSource
 from sparkindex.targets.writer import TargetWriter
 
 

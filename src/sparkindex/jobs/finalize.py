@@ -1,6 +1,6 @@
 """Finishing a reindex: only a whole, counted index behind a fenced compare-and-swap goes live.
 
-Readers of an alias must never see a partial index (guarantee 4). So before any alias moves:
+Readers of an alias must never see a partial index. So before any alias moves:
 every partition is COMPLETED, the version's settings are restored, and the number of documents
 the index holds equals the number its partitions acknowledged. More means documents nobody
 acknowledged: duplicates, or writes that landed after their worker lost its claim. (A write that
@@ -36,7 +36,7 @@ def adopt_completed_stages(
 ) -> None:
     """Make the stages the store recorded for the completed partitions part of the new versions
     (targets that stage writes; see :meth:`TargetWriter.open_stage`); any other stage is thrown away."""
-    completed = store.partitions(job_id, [P.COMPLETED])
+    completed = store.partition_rows.partitions(job_id, [P.COMPLETED])
     for alias, index in targets.items():
         target.adopt_stages(index, {name for p in completed if p.entity == alias for name in p.stage_names})
 
@@ -54,16 +54,16 @@ def finalize_job(
     during the job into the new versions before the swap, and hands the aliases to live syncs
     (or hands them the position recorded before planning)."""
     stats = store.roll_up(job_id, fence=fence)
-    job = store.job(job_id)
+    job = store.job_rows.job(job_id)
     if job.status == JobStatus.STOPPING:
-        store.reset_orphans(job_id, fence=fence)
-        return store.transition_job(job_id, JobStatus.STOPPED, error="stopped by request", fence=fence)
+        store.partition_resets.reset_orphans(job_id, fence=fence)
+        return store.job_rows.transition_job(job_id, JobStatus.STOPPED, error="stopped by request", fence=fence)
     unfinished = {k: v for k, v in stats.items() if not v.done}
     failed_parts = sum(s.partitions.get(P.FAILED, 0) for s in stats.values())
     if unfinished or failed_parts:
-        store.reset_orphans(job_id, fence=fence)
+        store.partition_resets.reset_orphans(job_id, fence=fence)
         detail = ", ".join(f"{k}: {v.partitions}" for k, v in stats.items())
-        return store.transition_job(
+        return store.job_rows.transition_job(
             job_id,
             JobStatus.FAILED,
             error=f"{failed_parts} partition(s) failed or left unfinished ({detail}); rerun to resume",
@@ -76,7 +76,7 @@ def finalize_job(
     recorded = catch_up.swapped(job_id) if catch_up is not None else {}
     moved = [a for a, index in recorded.items() if previous.get(a) != index]
     if moved:
-        return store.transition_job(
+        return store.job_rows.transition_job(
             job_id,
             JobStatus.FAILED,
             error=f"alias(es) {', '.join(moved)} moved since this job swapped them; not swapping them back "
@@ -101,7 +101,7 @@ def finalize_job(
                 )
             )
     if mismatches:
-        return store.transition_job(
+        return store.job_rows.transition_job(
             job_id,
             JobStatus.FAILED,
             error="alias not swapped: "
@@ -127,4 +127,4 @@ def finalize_job(
             store.ledger.drop_versions(pruned)  # the version ledger's rows go with their version
     failed_docs = store.dead_letters.count(job_id)
     status = JobStatus.COMPLETED_WITH_ERRORS if failed_docs else JobStatus.COMPLETED
-    return store.transition_job(job_id, status, fence=fence)
+    return store.job_rows.transition_job(job_id, status, fence=fence)

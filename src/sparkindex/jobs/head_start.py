@@ -33,6 +33,7 @@ from sparkindex.coordination.states import PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import SparkIndexError
+from sparkindex.resources import open_store
 from sparkindex.spark.context import WorkerContext
 from sparkindex.worker.partition import PartitionOutcome
 
@@ -79,32 +80,34 @@ class HeadStart:
             return True  # lost while the JVM starts: the keeper has no Spark job to cancel yet
         if not self.session.done():
             return False
-        return self.session.exception() is not None or store.claimed_by_others(self.job_id, self.run_id, owner)
+        return self.session.exception() is not None or store.partition_rows.claimed_by_others(
+            self.job_id, self.run_id, owner
+        )
 
     def _run(self) -> None:
         """The thread's body. A store out of reach ends it with a warning: what it leaves is the
-        Spark passes' to run, and an exception escaping a thread is only a printed traceback."""
+        Spark passes' to run, and an exception escaping a thread is only a printed traceback.
+        The store, source and target it opened are closed when it ends."""
         p = self.pipeline
         try:
-            store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
+            store = open_store(p)
         except SparkIndexError as exc:
             log.warning("the driver's head start did not start: %s", exc)
             return
         owner = f"{socket.gethostname()}:{os.getpid()}:{self.run_id}:driver"
         try:
-            key = f"{self.job_id}:{self.fingerprint}"
-            worker = WorkerContext(p, store).partition_worker(self.job_id, self.run_id, self.plans, key)
-            while not self._done(store, owner):
-                pending = store.partitions(self.job_id, [PartitionStatus.PENDING])
-                if not pending:
-                    return
-                outcome = worker.run(pending[-1].id, owner, take_over_run=False)
-                self.outcomes.append(outcome)
-                if outcome.status != "completed":
-                    return  # stopping, or anything unusual: left to the Spark passes and their retries
+            with store, WorkerContext(p, store) as context:
+                key = f"{self.job_id}:{self.fingerprint}"
+                worker = context.partition_worker(self.job_id, self.run_id, self.plans, key)
+                while not self._done(store, owner):
+                    pending = store.partition_rows.partitions(self.job_id, [PartitionStatus.PENDING])
+                    if not pending:
+                        return
+                    outcome = worker.run(pending[-1].id, owner, take_over_run=False)
+                    self.outcomes.append(outcome)
+                    if outcome.status != "completed":
+                        return  # stopping, or anything unusual: left to the Spark passes and their retries
         except SparkIndexError as exc:
             log.warning("the driver's head start stopped: %s", exc)
         except SQLAlchemyError as exc:  # a database out of reach (the store's, mostly) after any reruns
             log.warning("the driver's head start stopped on a database error: %s", error_line(exc))
-        finally:
-            store.close()

@@ -36,9 +36,10 @@ from sparkindex.errors import ConfigError, LockHeld, LockLost, PermanentError, S
 from sparkindex.jobs.finalize import finalize_job
 from sparkindex.jobs.head_start import HeadStart
 from sparkindex.jobs.progress import ProgressListener, SilentProgress, StatsPoller
+from sparkindex.resources import open_source, open_store, open_target
+from sparkindex.sources.base import Source
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
-from sparkindex.sources.registry import open_source
-from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 from sparkindex.targets.writer import TargetWriter, unmanaged_index_message
 
 log = logging.getLogger(__name__)
@@ -110,24 +111,32 @@ class ReindexJob:
             raise TransientError(f"{stopped}: {brief(exc)}") from exc
 
     def _run(self) -> ReindexSummary:
+        """Open the source, the target and the store for the job's length, and close them at its
+        end, however it ends: a process that runs many jobs (a scheduler's worker) keeps none."""
         started = time.monotonic()
         p = self.pipeline
         check_store_reachable_by_executors(p)
-        source = open_source(p.source_url(), p.job.source_timeout_s)
-        target = open_target(p.target.url, p.base_dir, p.target.options)
-        plans = resolve_plans(p, source, self.aliases, target)  # config and schema errors first, before any JVM
-        # an engine sparkindex cannot serve is refused here too (its first request identifies it)
-        unmanaged = {alias for alias in self.aliases if target.unmanaged_index(alias)}
-        if unmanaged and not self.adopt:
-            raise ConfigError(unmanaged_index_message(min(unmanaged), getattr(target, "ENGINE", "target")))
-        if self._spark_factory is None:
-            self._start_spark()
-        fingerprint = plan_fingerprint(plans, p)
-        # resolved once, here: shipped to every worker, so all documents follow one plan
-        self._plans = {alias: plan for alias, (plan, _) in plans.items()}
-        self._mappings = {alias: mapping for alias, (_, mapping) in plans.items()}
-        self._fingerprint = fingerprint
-        store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
+        with open_source(p) as source, open_target(p) as target:
+            plans = resolve_plans(p, source, self.aliases, target)  # config and schema errors first, before any JVM
+            # an engine sparkindex cannot serve is refused here too (its first request identifies it)
+            unmanaged = {alias for alias in self.aliases if target.unmanaged_index(alias)}
+            if unmanaged and not self.adopt:
+                raise ConfigError(unmanaged_index_message(min(unmanaged), getattr(target, "ENGINE", "target")))
+            if self._spark_factory is None:
+                self._start_spark()
+            # resolved once, here: shipped to every worker, so all documents follow one plan
+            self._plans = {alias: plan for alias, (plan, _) in plans.items()}
+            self._mappings = {alias: mapping for alias, (_, mapping) in plans.items()}
+            self._fingerprint = plan_fingerprint(plans, p)
+            with open_store(p) as store:
+                job = self._run_locked(store, source, target, plans)
+                return self._summary(store, source, target, job, plans, time.monotonic() - started)
+
+    def _run_locked(self, store: CoordinationStore, source: Source, target: Target, plans: dict[str, Any]) -> JobRecord:
+        """Lock the aliases, plan or resume the job, run its passes and finalize it; the locks
+        are released however it ends."""
+        p = self.pipeline
+        fingerprint = self._fingerprint
         self.catch_up = self._catch_up(source, store)
         tokens = self._lock_all(store)
         fence = dict(tokens)
@@ -144,14 +153,14 @@ class ReindexJob:
             job = self._resume_or_plan(store, source, target, plans, fingerprint, fence)
             for alias, token in tokens.items():
                 store.locks.transfer(alias, token, None, job.id)
-            store.update_job(job.id, fence=fence, run_id=self.run_id)
-            job = store.transition_job(job.id, JobStatus.RUNNING, fence=fence)
+            store.job_rows.update_job(job.id, fence=fence, run_id=self.run_id)
+            job = store.job_rows.transition_job(job.id, JobStatus.RUNNING, fence=fence)
             self._run_passes(store, job, keeper)
             if keeper.lost:
                 raise LockLost(keeper.lost)
             self.progress.phase("finalizing: restoring settings, checking counts, swapping aliases")
             self._check_plans_unchanged(target, fingerprint)
-            job = finalize_job(store, target, job.id, fence, previous, p.job.keep_versions, self.catch_up)
+            return finalize_job(store, target, job.id, fence, previous, p.job.keep_versions, self.catch_up)
         except BaseException as exc:
             if job is not None:
                 self._fail(store, job.id, fence, exc)
@@ -163,7 +172,6 @@ class ReindexJob:
                     store.locks.release(alias, token)
                 except DBAPIError as exc:  # the lock expires after its TTL; the error above stands
                     log.warning("could not release the lock of %s (it expires): %s", alias, brief(exc))
-        return self._summary(store, source, target, job, plans, time.monotonic() - started)
 
     def _catch_up(self, source: Any, store: CoordinationStore) -> Any:
         """Changes committed during the job are replayed before the swap (capture/catch_up.py)."""
@@ -205,7 +213,7 @@ class ReindexJob:
         fence: dict[str, int],
     ) -> JobRecord:
         p = self.pipeline
-        unfinished = store.jobs(self.aliases, [*RESUMABLE_JOB_STATES, JobStatus.INITIALIZING])
+        unfinished = store.job_rows.jobs(self.aliases, [*RESUMABLE_JOB_STATES, JobStatus.INITIALIZING])
         for old in unfinished:
             if self.new:
                 self._abandon(store, old, "abandoned by reindex --new", fence)
@@ -221,7 +229,7 @@ class ReindexJob:
             )
             if decision.action == "refuse":
                 raise ConfigError(f"{p.origin}: {decision.reason}")
-            current = store.job(old.id)
+            current = store.job_rows.job(old.id)
             if not decision.resumable:
                 self._abandon(store, current, decision.reason, fence)  # failed by recovery just now, or before
                 continue
@@ -238,26 +246,28 @@ class ReindexJob:
                 self._abandon(store, current, reason, fence)
                 continue
             if current.status in (JobStatus.STOPPED, JobStatus.FAILED):
-                store.retry_failed(old.id)
-                store.transition_job(old.id, JobStatus.READY, fence=fence)
+                store.partition_resets.retry_failed(old.id)
+                store.job_rows.transition_job(old.id, JobStatus.READY, fence=fence)
             self.progress.phase(f"resuming job {old.id}")
-            return store.job(old.id)
+            return store.job_rows.job(old.id)
         self.progress.phase("planning partitions")
-        job = store.create_job(self.aliases, {"aliases": self.aliases}, getpass.getuser(), fingerprint=fingerprint)
+        job = store.job_rows.create_job(
+            self.aliases, {"aliases": self.aliases}, getpass.getuser(), fingerprint=fingerprint
+        )
         targets = {
             a: target.create_version(a, m, plan.config.settings.to_target(), adopt=self.adopt)
             for a, (plan, m) in plans.items()
         }
-        store.update_job(job.id, targets=targets)
-        if self.catch_up is not None:  # guarantee 6: the log position before any partition reads
+        store.job_rows.update_job(job.id, targets=targets)
+        if self.catch_up is not None:  # the log position is recorded before any partition reads a row
             self.catch_up.record_start(job.id, targets)
         specs = plan_partitions(
             source,
             [EntityPlanInput(plan.config, plan.table, plan.id_columns) for plan, _ in plans.values()],
             p.job,
         )
-        store.add_partitions(job.id, specs)
-        return store.transition_job(job.id, JobStatus.READY, fence=fence)
+        store.partition_rows.add_partitions(job.id, specs)
+        return store.job_rows.transition_job(job.id, JobStatus.READY, fence=fence)
 
     def _abandon(self, store: CoordinationStore, job: JobRecord, reason: str, fence: dict[str, int]) -> None:
         """*job* is never to be resumed: FAILED, its error saying so (recovery.NOT_RESUMABLE), its
@@ -265,12 +275,12 @@ class ReindexJob:
         error = NOT_RESUMABLE + reason
         # its partitions go back even when it is marked already (a driver died between the mark
         # and this): we hold every alias lock, so whoever held them is gone
-        store.reset_orphans(job.id, fence=fence)
+        store.partition_resets.reset_orphans(job.id, fence=fence)
         if job.status != JobStatus.FAILED:
-            store.transition_job(job.id, JobStatus.FAILED, error=error, fence=fence)
+            store.job_rows.transition_job(job.id, JobStatus.FAILED, error=error, fence=fence)
         elif not not_resumable(job):  # the mark, the failure it had, and its age kept
             error += f" (it had failed: {job.error_message or 'no error recorded'})"
-            store.update_job(job.id, error_message=error[:4000], updated_at=job.updated_at, fence=fence)
+            store.job_rows.update_job(job.id, error_message=error[:4000], updated_at=job.updated_at, fence=fence)
         if self.catch_up is not None:
             self.catch_up.abandon(job.id)
 
@@ -312,10 +322,10 @@ class ReindexJob:
             self._head_start.start()
         try:
             for n in range(p.job.max_passes):
-                store.reclaim_stale(job.id, p.job.claim_timeout_s, p.job.partition_retries)
+                store.partition_resets.reclaim_stale(job.id, p.job.claim_timeout_s, p.job.partition_retries)
                 self._wait_for_reopened(store, job.id)
                 todo = self._todo(store, job.id, keeper.tokens)
-                if not todo or store.job(job.id).status == JobStatus.STOPPING:
+                if not todo or store.job_rows.job(job.id).status == JobStatus.STOPPING:
                     break
                 if keeper.lost:
                     raise LockLost(keeper.lost)
@@ -330,13 +340,11 @@ class ReindexJob:
         the workers built from the plans of the job's start, so a schema change since then (a
         column added, a key changed) would leave the new version behind the source's shape."""
         p = self.pipeline
-        source = open_source(p.source_url(), p.job.source_timeout_s)
-        try:
-            now = resolve_plans(p, source, self.aliases, target)
-        except ConfigError as exc:
-            raise PermanentError(f"{self._changed_schema(self.aliases)}: {exc}") from exc
-        finally:
-            source.close()
+        with open_source(p) as source:
+            try:
+                now = resolve_plans(p, source, self.aliases, target)
+            except ConfigError as exc:
+                raise PermanentError(f"{self._changed_schema(self.aliases)}: {exc}") from exc
         if plan_fingerprint(now, p) == fingerprint:
             return
         changed = [a for a in self.aliases if plan_fingerprint({a: now[a]}, p) != self._alias_fingerprint(a)]
@@ -389,25 +397,25 @@ class ReindexJob:
         """The partitions a pass is to run. With none pending, the head start may hold the last
         ones: it finishes the one in hand, and one it left (it stops when the store goes away
         under it) is handed back and run by a pass, not left for the job to end unfinished."""
-        todo = store.partitions(job_id, [P.PENDING, P.CLOSED])
+        todo = store.partition_rows.partitions(job_id, [P.PENDING, P.CLOSED])
         if todo or self._head_start is None:
             return todo
         self._join_head_start()
         self._hand_back(store, job_id, fence)
-        return store.partitions(job_id, [P.PENDING, P.CLOSED])
+        return store.partition_rows.partitions(job_id, [P.PENDING, P.CLOSED])
 
     def _hand_back(self, store: CoordinationStore, job_id: str, fence: dict[str, int]) -> None:
         """This run's claims go back to PENDING: none of its tasks is running now."""
         try:
-            store.reset_run(job_id, self.run_id, fence)
+            store.partition_resets.reset_run(job_id, self.run_id, fence)
         except DBAPIError as exc:  # the store is down: the claims expire and are reclaimed
             log.warning("could not hand back this run's partitions (their leases expire): %s", brief(exc))
 
     def _wait_for_reopened(self, store: CoordinationStore, job_id: str) -> None:
         """When only parked (CLOSED) partitions remain, wait until the first may be reopened."""
-        if store.partitions(job_id, [P.PENDING]):
+        if store.partition_rows.partitions(job_id, [P.PENDING]):
             return
-        closed = [p.reopen_at or 0.0 for p in store.partitions(job_id, [P.CLOSED])]
+        closed = [p.reopen_at or 0.0 for p in store.partition_rows.partitions(job_id, [P.CLOSED])]
         if closed:
             delay = min(closed) - store.now()  # reopen_at is on the store's clock
             if delay > 0:
@@ -417,11 +425,11 @@ class ReindexJob:
     # -- failing -----------------------------------------------------------------------------------
     def _fail(self, store: CoordinationStore, job_id: str, fence: dict[str, int], exc: BaseException) -> None:
         try:
-            current = store.job(job_id)
+            current = store.job_rows.job(job_id)
             if current.status in (JobStatus.READY, JobStatus.RUNNING, JobStatus.INITIALIZING, JobStatus.STOPPING):
                 reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-                store.reset_run(job_id, self.run_id, fence)
-                store.transition_job(job_id, JobStatus.FAILED, error=reason[:2000], fence=fence)
+                store.partition_resets.reset_run(job_id, self.run_id, fence)
+                store.job_rows.transition_job(job_id, JobStatus.FAILED, error=reason[:2000], fence=fence)
         except SparkIndexError as inner:
             # LockLost included: the job belongs to another driver now; leave it to that one.
             log.error("could not record the failure of job %s: %s", job_id, inner)

@@ -1,4 +1,4 @@
-"""``sparkindex check``: a preflight of everything a run needs, one line per check (issue 18).
+"""``sparkindex check``: a preflight of everything a run needs, one line per check.
 
 ``reindex`` and ``sync`` call :func:`guard` first, so they fail with the same lines. The checks call the run's own
 validation, so they pass exactly what a run accepts. A server that does not answer is transient and left to the

@@ -19,7 +19,7 @@ Status = Literal["OK", "WARN", "FAIL"]
 #: ``check`` runs everything; a run's hook runs what that run needs (see :mod:`.runner`)
 Scope = Literal["check", "reindex", "sync"]
 
-#: exit codes of ``sparkindex check`` (DESIGN.md: 2 is bad usage or config)
+#: exit codes of ``sparkindex check`` (docs/operations.md, "Exit codes": 2 is bad usage or config)
 EXIT = {"OK": 0, "WARN": 1, "FAIL": 2}
 
 

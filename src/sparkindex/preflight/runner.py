@@ -95,13 +95,8 @@ def _area(area: str, run: Callable[[], list[Check]]) -> list[Check]:
 
 
 def _close(found: SourceFindings) -> None:
-    source = found.source
-    engine = getattr(source, "engine", None)
-    if engine is not None:
-        engine.dispose()
-    target = getattr(source, "target", None)
-    if target is not None:
-        target.close()
+    if found.source is not None:
+        found.source.close()  # an index source closes the target it reads through
 
 
 #: checks a run does not stop on, though ``check`` fails them: each is judged on evidence the run

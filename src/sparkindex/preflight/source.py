@@ -22,8 +22,8 @@ from sparkindex.config.urls import normalize_url
 from sparkindex.documents.plan import IndexPlan, check_unique_id
 from sparkindex.errors import ConfigError, SparkIndexError, TransientError
 from sparkindex.preflight.model import Check, Options, fail, first_line, ok, unreachable
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import Source, TableInfo
-from sparkindex.sources.registry import open_source
 
 #: statement timeout of the preflight's own queries: each reads at most one row or the catalog
 STATEMENT_TIMEOUT_S = 30.0
@@ -84,14 +84,16 @@ def check_source(pipeline: Pipeline, aliases: Sequence[str], options: Options) -
             )
         ], SourceFindings()
     try:
-        source = open_source(with_connect_timeout(url, options.connect_timeout_s), STATEMENT_TIMEOUT_S)
+        source = open_source_url(
+            with_connect_timeout(url, options.connect_timeout_s), STATEMENT_TIMEOUT_S, base_dir=pipeline.base_dir
+        )
     except ConfigError as exc:
         return [fail("source.url", str(exc), "use a sqlite://, postgresql:// or mysql:// URL")], SourceFindings()
     findings = SourceFindings(source)
     if findings.sql:
         reached = _reachable(source, shown)
         if reached.status != "OK":
-            source.engine.dispose()
+            source.close()
             return [reached], SourceFindings()
         checks = [reached]
     else:

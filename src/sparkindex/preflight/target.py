@@ -20,7 +20,7 @@ from typing import Any
 from sparkindex.config.model import Pipeline
 from sparkindex.errors import ConfigError, PermanentError, SparkIndexError, TransientError
 from sparkindex.preflight.model import Check, Options, existing_ancestor, fail, ok, warn
-from sparkindex.targets.registry import open_target
+from sparkindex.resources import open_target
 from sparkindex.targets.search_engine.engine import EngineInfo, UnsupportedServer, newer_than_tested
 from sparkindex.targets.search_engine.target import SearchEngineTarget
 from sparkindex.targets.writer import unmanaged_index_message
@@ -34,10 +34,11 @@ def check_target(pipeline: Pipeline, aliases: Sequence[str], options: Options) -
     if url.split(":", 1)[0].lower() == "tantivy":
         return _tantivy(pipeline, options)
     try:
-        target = open_target(url, pipeline.base_dir, pipeline.target.options)
+        target = open_target(pipeline)
     except ConfigError as exc:
         return [fail("target.url", str(exc), "correct target.url and target.options")]
     if not isinstance(target, SearchEngineTarget):
+        target.close()
         return []
     try:
         where = target.config.describe()

@@ -1,4 +1,4 @@
-"""``sparkindex init``: a pipeline file written from a database's schema (issue 18).
+"""``sparkindex init``: a pipeline file written from a database's schema.
 
 The schema is reflected once into plain facts, so inference needs no database (tests write the facts by hand).
 Every choice is written as a comment beside what it chose. The text is loaded and resolved exactly as ``reindex``

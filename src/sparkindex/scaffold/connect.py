@@ -16,14 +16,14 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sparkindex.config.secrets import error_line, redact_url
 from sparkindex.config.urls import normalize_url
 from sparkindex.errors import ConfigError
+from sparkindex.resources import open_source_url
 from sparkindex.sources.base import Source
-from sparkindex.sources.registry import open_source
+from sparkindex.sources.registry import DATABASE_SCHEMES
 
 #: seconds to wait for a server to accept the connection
 CONNECT_TIMEOUT_S = 10
 #: statement timeout for ``init``'s own queries (reflection, row counts)
 STATEMENT_TIMEOUT_S = 120.0
-DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql")
 
 
 def open_database(url: str) -> Source:
@@ -43,7 +43,7 @@ def open_database(url: str) -> Source:
     else:
         _probe(parsed, shown)
     try:
-        return open_source(url, statement_timeout_s=STATEMENT_TIMEOUT_S)
+        return open_source_url(url, STATEMENT_TIMEOUT_S)
     except NoSuchModuleError:
         raise ConfigError(f"--source {shown}: no driver for {parsed.drivername!r}") from None
 

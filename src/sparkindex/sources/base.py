@@ -15,7 +15,8 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -113,7 +114,8 @@ class KeyRange:
 
 
 class Source:
-    """A relational database read through SQLAlchemy Core."""
+    """A relational database read through SQLAlchemy Core; a context manager that closes it
+    (``with open_source(pipeline) as source:``, :mod:`sparkindex.resources`)."""
 
     #: SQLite allows 32766 variables in modern builds; stay well below every dialect's limit.
     max_in_params = 900
@@ -316,7 +318,16 @@ class Source:
         return out
 
     def close(self) -> None:
+        """Close the engine's pooled connections; closing again does nothing more."""
         self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 #: MySQL/MariaDB errors its driver reports as OperationalError that repeat on every retry: a

@@ -13,7 +13,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, final
+from types import TracebackType
+from typing import Any, ClassVar, Self, final
 
 from sparkindex.config.model import Pipeline
 from sparkindex.sources.base import Source
@@ -56,7 +57,8 @@ class Gap:
 
 
 class ChangeSource(ABC):
-    """Reads committed changes of the watched tables, in commit order, from an offset."""
+    """Reads committed changes of the watched tables, in commit order, from an offset; a context
+    manager that closes it."""
 
     #: whether an acknowledged position at or past the head recorded at start proves the source
     #: has nothing more for ``--until-caught-up`` (a GTID sequence does); otherwise the source is
@@ -160,4 +162,12 @@ class ChangeSource(ABC):
         return False
 
     def close(self) -> None:
-        """Release connections."""
+        """Release connections; optional, and closing again does nothing more."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

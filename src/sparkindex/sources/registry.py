@@ -1,7 +1,8 @@
-"""Choosing the source from the URL scheme: a database dialect, or a search backend's indexes.
+"""Choosing the database dialect from the URL scheme.
 
-A URL of a target scheme (``tantivy://``, ``opensearch://``, ...) makes an :class:`IndexSource`:
-the pipeline rebuilds indexes of that backend (``indexes[].table`` names the index or alias).
+Only databases: an index as a source (``tantivy://``, ``opensearch://``, ...) reads through a
+target, which this package never imports; :func:`sparkindex.resources.open_source_url` chooses
+between the two.
 """
 
 from __future__ import annotations
@@ -9,13 +10,21 @@ from __future__ import annotations
 from sparkindex.config.secrets import redact_url
 from sparkindex.config.urls import normalize_url
 from sparkindex.errors import ConfigError
-from sparkindex.sources.base import Source
+from sparkindex.sources.base import DEFAULT_STATEMENT_TIMEOUT_S, Source
+
+#: the URL schemes of the databases a source reads
+DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql")
 
 
-def open_source(url: str, statement_timeout_s: float = 600.0) -> Source:
-    """The source for *url*; every query it runs is cancelled after *statement_timeout_s*."""
+def url_scheme(url: str) -> str:
+    """The scheme of *url* without its driver (``postgresql+psycopg`` is ``postgresql``)."""
+    return normalize_url(url).split(":", 1)[0].split("+", 1)[0].lower()
+
+
+def open_database(url: str, statement_timeout_s: float = DEFAULT_STATEMENT_TIMEOUT_S) -> Source:
+    """The database source for *url*; every query it runs is cancelled after *statement_timeout_s*."""
     url = normalize_url(url)
-    scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
+    scheme = url_scheme(url)
     if scheme == "sqlite":
         from sparkindex.sources.sqlite import SqliteSource
 
@@ -28,13 +37,12 @@ def open_source(url: str, statement_timeout_s: float = 600.0) -> Source:
         from sparkindex.sources.mysql import MysqlSource
 
         return MysqlSource(url, statement_timeout_s=statement_timeout_s)
-    from sparkindex.targets.registry import SCHEMES
-
-    if scheme in SCHEMES:
-        from sparkindex.sources.index.source import IndexSource
-
-        return IndexSource.open(url)
     raise ConfigError(
-        f"source.url: unsupported source {scheme!r} in {redact_url(url)!r} (supported: sqlite, postgresql, mysql, "
-        f"or an index to rebuild: {', '.join(SCHEMES)})"
+        f"source.url: unsupported database {scheme!r} in {redact_url(url)!r} (supported: "
+        f"{', '.join(DATABASE_SCHEMES)}; an index as a source is opened by sparkindex.resources.open_source)"
     )
+
+
+#: The name callers outside ``sparkindex.resources`` still use (databases only); new code opens
+#: a pipeline's source with :func:`sparkindex.resources.open_source`.
+open_source = open_database

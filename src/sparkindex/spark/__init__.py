@@ -11,8 +11,9 @@ errors they can classify as data, so the driver gets their class back, not a tra
 * ``cds``: the driver JVM's class-data archive, written by a first run and adopted by later ones.
 * ``daemon``: PySpark's worker daemon with sparkindex imported, and the collector and allocator tuned, before it
   forks.
-* ``context``: per-worker caches (store, source, target). ``WorkerContext.builders`` makes builders from the
-  shipped plans, cached per (plan key, alias).
+* ``context``: per-worker caches (store, source, target), kept for the worker process's life; a ``WorkerContext``
+  the driver makes for a while (the head start) closes the source and target it opened. ``WorkerContext.builders``
+  makes builders from the shipped plans, cached per (plan key, alias).
 * ``partition_job``: a job's partitions as one ``mapInArrow`` job, one queue-worker task per slot claiming in
   claim order. ``PartitionTasks`` carries the plans and the fingerprint.
 * ``verify_job``: verify's ranges as one Spark job, one task per range. ``VerifyTasks`` carries the plans; Ctrl-C

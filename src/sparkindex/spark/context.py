@@ -16,7 +16,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import orjson
 
@@ -25,9 +26,8 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.plan import KEPT_PLAN_SETS, IndexPlan, shipped_plan
 from sparkindex.documents.source_lookup import SourceLookup
+from sparkindex.resources import open_source, open_store, open_target
 from sparkindex.sources.base import Source
-from sparkindex.sources.registry import open_source
-from sparkindex.targets.registry import open_target
 from sparkindex.targets.target import Target
 from sparkindex.worker.partition import PartitionWorker, WorkerSettings
 
@@ -43,6 +43,10 @@ class ShippedPlans:
 
 @dataclass
 class WorkerContext:
+    """The store it is given, and the source and target it opens on first use (and closes: it is
+    a context manager for a caller that runs partitions for a while, such as the driver's head
+    start; a Spark worker's, :func:`worker_context`, lives as long as its process)."""
+
     pipeline: Pipeline
     store: CoordinationStore
     _source: Source | None = None
@@ -52,14 +56,34 @@ class WorkerContext:
     @property
     def source(self) -> Source:
         if self._source is None:
-            self._source = open_source(self.pipeline.source_url(), self.pipeline.job.source_timeout_s)
+            self._source = open_source(self.pipeline)
         return self._source
 
     @property
     def target(self) -> Target:
         if self._target is None:
-            self._target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
+            self._target = open_target(self.pipeline)
         return self._target
+
+    def close(self) -> None:
+        """Close the source and the target it opened (the store is its caller's to close)."""
+        source, self._source = self._source, None
+        target, self._target = self._target, None
+        self._shipped.clear()
+        try:
+            if source is not None:
+                source.close()
+        finally:
+            if target is not None:
+                target.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
     def shipped(self, plans: Mapping[str, IndexPlan], key: str) -> ShippedPlans:
         """The cache of the plans the driver shipped under *key* (a job, or a run: unique to it)."""
@@ -85,7 +109,7 @@ class WorkerContext:
         return builder
 
     def partition_worker(self, job_id: str, run_id: str, plans: Mapping[str, IndexPlan], key: str) -> PartitionWorker:
-        indexes = self.store.job(job_id).targets
+        indexes = self.store.job_rows.job(job_id).targets
         return PartitionWorker(
             self.store, self.target, self.builders(plans, key), job_id, run_id, indexes, worker_settings(self.pipeline)
         )
@@ -144,7 +168,7 @@ def worker_settings(pipeline: Pipeline) -> WorkerSettings:
 @cache
 def worker_context(wire: str) -> WorkerContext:
     pipeline = Pipeline.from_wire(orjson.loads(wire))
-    return WorkerContext(pipeline, CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix))
+    return WorkerContext(pipeline, open_store(pipeline))  # kept for the worker process's life, never closed
 
 
 def task_identity(run_id: str) -> str:

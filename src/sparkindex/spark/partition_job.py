@@ -95,12 +95,12 @@ def claim_queue(
     began (the next pass retries it, after the backoff of a pass)."""
     tried: set[str] = set()
     while True:
-        job = store.job(job_id)
+        job = store.job_rows.job(job_id)
         if job.status == JobStatus.STOPPING or (job.run_id is not None and job.run_id != run_id):
             return
         if not run_holds_its_locks(store, aliases, run_id):
             return
-        ahead = store.claimable(job_id, limit=window + len(tried))
+        ahead = store.partition_rows.claimable(job_id, limit=window + len(tried))
         fresh = [p.id for p in ahead if p.id in retries and p.retry_count <= retries[p.id] and p.id not in tried]
         if not fresh:
             return

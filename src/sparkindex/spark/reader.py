@@ -3,7 +3,7 @@
     spark.read.format("sparkindex").option("target", "tantivy:///srv/idx").option("index", "products")
       .option("query", "name:lamp").option("fields", "name,price").option("partitions", "8").load()
 
-The schema comes from the index's mapping (:mod:`sparkindex.sources.index.columns`): ``_id`` and
+The schema comes from the index's mapping (:mod:`sparkindex.index_source.columns`): ``_id`` and
 the top-level fields. Spark partitions are ranges of the sortable key that every document
 stores (``_key``), cut by the target's :meth:`key_splits`, and each task pages through its range
 with :meth:`read_documents` (keyset on ``_key``): the same two calls on every backend, so no
@@ -34,7 +34,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from sparkindex.errors import ConfigError, PermanentError
-from sparkindex.sources.index.columns import ID_COLUMN, DocumentColumns
+from sparkindex.index_source.columns import ID_COLUMN, DocumentColumns
 from sparkindex.spark.target_options import open_target_with
 from sparkindex.spark.target_options import target_options as given_target_options
 from sparkindex.spark.writer import SparkIndexDataSource
@@ -104,21 +104,15 @@ class SparkIndexSource(SparkIndexDataSource):
 
     def schema(self) -> Any:
         opts = ReadOptions.parse(self.options)
-        target = opts.open()
-        try:
+        with opts.open() as target:
             physical = target.alias_target(opts.index) or opts.index
             return from_arrow_schema(index_columns(opts, target, physical).schema)
-        finally:
-            target.close()
 
     def reader(self, schema: Any) -> DataSourceReader:
         opts = ReadOptions.parse(self.options)
-        target = opts.open()
-        try:
+        with opts.open() as target:
             physical = target.alias_target(opts.index) or opts.index  # pinned for every slice
             columns = index_columns(opts, target, physical)
-        finally:
-            target.close()
         wanted = [ID_COLUMN, *columns.fields]
         if list(schema.fieldNames()) != wanted:
             raise ConfigError(
@@ -144,15 +138,12 @@ class IndexReader(DataSourceReader):
         self.physical = physical
 
     def partitions(self) -> list[KeySlice]:
-        target = self.opts.open()
-        try:
+        with self.opts.open() as target:
             parts = self.opts.partitions
             if parts is None:
                 docs = target.count(self.physical)
                 parts = max(1, min(MAX_DEFAULT_SLICES, math.ceil(docs / DEFAULT_SLICE_DOCS)))
             edges: list[str | None] = [None, *target.key_splits(self.physical, parts), None]
-        finally:
-            target.close()
         return [KeySlice(i, lo, hi) for i, (lo, hi) in enumerate(itertools.pairwise(edges))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -161,8 +152,7 @@ class IndexReader(DataSourceReader):
         opts, size = self.opts, self.opts.page_size
         # without a choice of fields, whole sources (the batch picks its columns; no copy per page)
         fields = None if opts.fields is None else self.columns.fields
-        target = opts.open()
-        try:
+        with opts.open() as target:
             after = None
             while True:
                 docs = target.read_documents(
@@ -175,5 +165,3 @@ class IndexReader(DataSourceReader):
                 after = docs[-1].sort_key
                 if after is None:
                     raise PermanentError(f"{WHERE}: index {self.physical!r} returned a document without a sort key")
-        finally:
-            target.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkindex.errors import ConfigError
-from sparkindex.targets.registry import open_target
+from sparkindex.resources import open_target_url
 from sparkindex.targets.target import Target
 
 PREFIX = "target."
@@ -39,5 +39,6 @@ def resolve_env(options: Mapping[str, str], where: str) -> dict[str, Any]:
 
 
 def open_target_with(url: str, base_dir: Path, options: Mapping[str, str], where: str) -> Target:
-    """The target at *url* with its ``target.*`` options (environment references resolved here)."""
-    return open_target(url, base_dir, resolve_env(options, where))
+    """The target at *url* with its ``target.*`` options (environment references resolved here);
+    the caller closes it (``with open_target_with(...) as target:``)."""
+    return open_target_url(url, base_dir, resolve_env(options, where))

@@ -68,27 +68,28 @@ class PlainWriter(DataSourceArrowWriter):
         self.target_options = target_options(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteReport:
-        target = open_target_with(self.target_url, self.base_dir, self.target_options, "sparkindex writer")
-        index = target.alias_target(self.index) or self.index
         written, failures = 0, []
-        for batch in iterator:
-            docs = []
-            for row in batch.to_pylist():
-                key = [row[c] for c in self.id_columns]
-                canonical = dumps_document(row)
-                docs.append(
-                    BulkItem(document_id(key), canonical, content_hash(canonical), fields=row, sort_key=sort_key(key))
-                )
-            for i in range(0, len(docs), self.batch_size):
-                out = bulk_with_retries(target, index, docs[i : i + self.batch_size], self.retries, Backoff())
-                written += out.success
-                failures.extend(out.failures)
+        with open_target_with(self.target_url, self.base_dir, self.target_options, "sparkindex writer") as target:
+            index = target.alias_target(self.index) or self.index
+            for batch in iterator:
+                docs = []
+                for row in batch.to_pylist():
+                    key = [row[c] for c in self.id_columns]
+                    canonical = dumps_document(row)
+                    docs.append(
+                        BulkItem(
+                            document_id(key), canonical, content_hash(canonical), fields=row, sort_key=sort_key(key)
+                        )
+                    )
+                for i in range(0, len(docs), self.batch_size):
+                    out = bulk_with_retries(target, index, docs[i : i + self.batch_size], self.retries, Backoff())
+                    written += out.success
+                    failures.extend(out.failures)
         if failures and self.coordination:
-            from sparkindex.coordination.store import CoordinationStore
+            from sparkindex.resources import open_store_url
 
-            store = CoordinationStore(self.coordination)
-            store.dead_letters.add("dataframe-write", self.index, None, failures)
-            store.close()
+            with open_store_url(self.coordination) as store:
+                store.dead_letters.add("dataframe-write", self.index, None, failures)
         return WriteReport(written, len(failures), failures[:5])
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

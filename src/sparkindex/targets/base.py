@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import TracebackType
+from typing import Any, Literal, Self
 
 _VERSION = re.compile(r"^(?P<alias>.+)_v(?P<n>\d+)$")
 
@@ -118,7 +119,9 @@ class SearchHit:
 
 class TargetHandle(ABC):
     """What every capability of a backend shares: which index an alias points at, how many
-    documents an index holds, and closing. One instance per process; cheap to create from a URL."""
+    documents an index holds, and closing. One instance per process; cheap to create from a URL.
+    A context manager: ``with open_target(pipeline) as target:`` (:mod:`sparkindex.resources`)
+    closes it at the block's end."""
 
     @abstractmethod
     def alias_target(self, alias: str) -> str | None:
@@ -129,4 +132,12 @@ class TargetHandle(ABC):
         """Documents in an index, or behind an alias."""
 
     def close(self) -> None:
-        """Release connections or handles; optional."""
+        """Release connections or handles; optional, and closing again does nothing more."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -10,6 +10,7 @@ pipeline's aliases in the store; a process that finds it held skips its turn).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -22,12 +23,11 @@ from typing import Any
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.recovery import holder_is_dead, holder_name
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.coordination.verify_runs import COUNTS, VerifyRun, VerifyRuns
+from sparkindex.coordination.verify_runs import COUNTS, VerifyRun
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.documents.planning import resolve_plans, selected_aliases
 from sparkindex.errors import LockHeld
-from sparkindex.sources.registry import open_source
-from sparkindex.targets.registry import open_target
+from sparkindex.resources import open_source, open_store, open_target
 from sparkindex.verify.drift import RangeSummary
 from sparkindex.verify.ranges import RangeTask, TaskOptions
 from sparkindex.verify.repair import repair
@@ -124,10 +124,10 @@ def run_verify(
     run_id = str(uuid.uuid4())
     p = pipeline
     chosen = selected_aliases(p, aliases)
-    source = open_source(p.source_url(), p.job.source_timeout_s)
-    target = open_target(p.target.url, p.base_dir, p.target.options)
-    store = store or CoordinationStore(p.coordination_url(), p.coordination.prefix)
-    try:
+    with contextlib.ExitStack() as opened:  # what this call opens it closes; a given store is the caller's
+        source = opened.enter_context(open_source(p))
+        target = opened.enter_context(open_target(p))
+        store = store or opened.enter_context(open_store(p))
         plans = {a: plan for a, (plan, _) in resolve_plans(p, source, chosen, target).items()}
         if runner is None:
             runner = _spark_runner(spark_factory or _start_spark(p), p, plans)
@@ -144,9 +144,6 @@ def run_verify(
         if check_after:  # without the second pass, "the last verify" would show drift already fixed
             _record(store, outcome, trigger, started)
         return outcome
-    finally:
-        source.close()
-        target.close()
 
 
 def _record(store: CoordinationStore, outcome: VerifyOutcome, trigger: str, started: float) -> None:
@@ -167,7 +164,7 @@ def _record(store: CoordinationStore, outcome: VerifyOutcome, trigger: str, star
         for r in outcome.reports
     ]
     try:
-        VerifyRuns(store).record(runs)
+        store.verify_runs.record(runs)
     except Exception as exc:  # noqa: BLE001 - the check itself succeeded; say why it is not on the page
         log.warning("could not record verify run %s: %s", outcome.run_id, exc)
 
@@ -198,7 +195,7 @@ def _record_failure(
         for a in aliases
     ]
     try:
-        VerifyRuns(store).record(runs)
+        store.verify_runs.record(runs)
     except Exception as inner:  # noqa: BLE001 - never hide the original failure
         log.warning("could not record the failed verify run %s: %s", run_id, inner)
 
@@ -210,8 +207,10 @@ def next_verify_at(pipeline: Pipeline, store: CoordinationStore | None = None) -
     every = pipeline.verify.every
     if every is None:
         return None
-    store = store or CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    runs = VerifyRuns(store)
+    if store is None:
+        with open_store(pipeline) as opened:
+            return next_verify_at(pipeline, opened)
+    runs = store.verify_runs
     last = [runs.latest(a, trigger="scheduled") for a in selected_aliases(pipeline, None)]
     if any(r is None for r in last):
         return time.time()
@@ -231,7 +230,19 @@ def run_scheduled_verify(
     Returns the outcome (also recorded with trigger ``scheduled``), or None when it was not due,
     is not configured, or another process holds the check's lock.
     """
-    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
+    with open_store(pipeline) as store:
+        return _run_if_due(pipeline, store, spark_factory=spark_factory, runner=runner, progress=progress, force=force)
+
+
+def _run_if_due(
+    pipeline: Pipeline,
+    store: CoordinationStore,
+    *,
+    spark_factory: Callable[[], Any] | None,
+    runner: Runner | None,
+    progress: VerifyProgress | None,
+    force: bool,
+) -> VerifyOutcome | None:
     due = next_verify_at(pipeline, store)
     if due is None or (not force and due > time.time()):
         return None

@@ -81,7 +81,7 @@ class BulkWrites(PartitionWrites):
         while self._in_flight:
             self._collect_oldest()
         if complete and not self._applied:
-            c.store.complete(c.rec.id, c.rec.claim_token, latency=self.latency.to_json())
+            c.store.partition_rows.complete(c.rec.id, c.rec.claim_token, latency=self.latency.to_json())
         else:
             self._sync_and_acknowledge(complete)
         if complete:

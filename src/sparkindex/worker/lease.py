@@ -84,7 +84,7 @@ class Lease(threading.Thread):
             while not self._stop_event.wait(self.every_s):
                 started = time.monotonic()
                 try:
-                    self.store.heartbeat(self.rec.id, self.rec.claim_token)
+                    self.store.partition_rows.heartbeat(self.rec.id, self.rec.claim_token)
                 except LockLost as exc:
                     self.lost = str(exc)
                     return

@@ -94,9 +94,11 @@ class PartitionWorker:
         "skipped" when it cannot be claimed."""
         started = time.monotonic()
         try:
-            rec = self.store.claim(partition_id, owner, self.run_id, self.s.claim_timeout_s, take_over_run)
+            rec = self.store.partition_rows.claim(
+                partition_id, owner, self.run_id, self.s.claim_timeout_s, take_over_run
+            )
         except PartitionNotFound:
-            self.store.count_partition_not_found(self.job_id)
+            self.store.partition_rows.count_partition_not_found(self.job_id)
             raise
         if rec is None:  # the job is stopping, it is finished, or a live process elsewhere holds it
             return PartitionOutcome(partition_id, "", "skipped")
@@ -121,7 +123,7 @@ class PartitionWorker:
         if now < self._next_stop_check:
             return False
         self._next_stop_check = now + STOP_CHECK_INTERVAL_S
-        job = self.store.job(self.job_id)
+        job = self.store.job_rows.job(self.job_id)
         if job.run_id is not None and job.run_id != self.run_id:
             raise LockLost(f"job {self.job_id} is now run by {job.run_id}, not by this task's run {self.run_id}")
         return job.status == JobStatus.STOPPING
@@ -164,7 +166,9 @@ class _Attempt:
             # 503): stop reading this partition and park it (CLOSED until reopen_at, cursor kept:
             # the unacknowledged batches are written again) rather than hammer a struggling
             # target or write the items off as dead letters.
-            parked = self._outcome_saved(self.w.store.close_partition, s.reopen_after_s, f"target: {exc}")
+            parked = self._outcome_saved(
+                self.w.store.partition_rows.close_partition, s.reopen_after_s, f"target: {exc}"
+            )
             return ("closed", str(exc)) if parked is None else ("lost", parked)
         except LeaseExpired as exc:
             return self._give_up(exc)
@@ -177,7 +181,7 @@ class _Attempt:
             # Retrying the same read or write will not help (a missing index, a schema that
             # changed under the job): count it against the partition, never fail the Spark job.
             log.error("partition %s: %s", rec.id, exc)
-            unsaved = self._outcome_saved(self.w.store.fail, str(exc), s.partition_retries)
+            unsaved = self._outcome_saved(self.w.store.partition_rows.fail, str(exc), s.partition_retries)
             return ("failed", str(exc)) if unsaved is None else ("lost", unsaved)
         except DBAPIError as exc:
             if not self.lease.expired():
@@ -214,7 +218,7 @@ class _Attempt:
         if self.writes is not None:
             self.writes.settle()
         try:
-            self.w.store.release(self.rec.id, self.rec.claim_token)
+            self.w.store.partition_rows.release(self.rec.id, self.rec.claim_token)
         except (LockLost, DBAPIError, TransientError) as err:
             log.info("partition %s not released (left to expire): %s", self.rec.id, err)
         return "lost", str(exc)
@@ -245,14 +249,14 @@ class _Attempt:
             if w.stopping():
                 writes.send(batch)
                 writes.acknowledge_all()
-                w.store.release(rec.id, rec.claim_token)
+                w.store.partition_rows.release(rec.id, rec.claim_token)
                 return "released", None
             try:
                 page = self._read(rng, self.after, page_size)
             except TransientError as exc:  # the source stayed unreachable beyond our retries
                 writes.send(batch)
                 writes.acknowledge_all()
-                unsaved = self._outcome_saved(w.store.fail, f"source: {exc}", s.partition_retries)
+                unsaved = self._outcome_saved(w.store.partition_rows.fail, f"source: {exc}", s.partition_retries)
                 return ("failed", str(exc)) if unsaved is None else ("lost", unsaved)
             self._add(batch, page)
             if page.last_key is not None:

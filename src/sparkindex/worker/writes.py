@@ -142,9 +142,13 @@ class PartitionWrites(ABC):
         if failures:
             store.dead_letters.add(c.job_id, rec.entity, rec.id, failures)
         if complete:
-            store.complete(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=stage)
+            store.partition_rows.complete(
+                rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=stage
+            )
         else:
-            store.save_progress(rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=stage)
+            store.partition_rows.save_progress(
+                rec.id, rec.claim_token, cursor, success, len(failures), latency=latency, stage=stage
+            )
         self.acked_cursor = cursor
         self.indexed += success
         self.failed += len(failures)

@@ -12,7 +12,7 @@ Row images carry column names only with ``binlog_row_metadata = FULL`` and every
 ``binlog_row_image = FULL``; :meth:`MysqlChangeSource.check` refuses a server without them, naming
 the setting. The values are used only to find documents, which are rebuilt from the rows.
 
-Continuity (DESIGN.md, guarantee 9): a stored GTID is served only while the binlog still holds
+Continuity (docs/change-capture.md, gaps): a stored GTID is served only while the binlog still holds
 every transaction after it. :meth:`MysqlChangeSource.continuity` proves it from what the server
 says cheaply (``@@gtid_binlog_state``, ``SHOW BINARY LOGS`` and the ``Gtid_list`` at the head of
 the oldest binlog file, the GTIDs written before it); a read the server refuses with error 1236
@@ -111,7 +111,7 @@ class MysqlChangeSource(ChangeSource):
         except (pymysql.MySQLError, OSError) as exc:
             raise self._error(exc, what) from None
         finally:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(pymysql.MySQLError, OSError):  # closing a connection that already failed
                 conn.close()
 
     @contextmanager

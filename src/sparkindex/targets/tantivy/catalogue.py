@@ -4,8 +4,8 @@ A swap rewrites ``aliases.json`` through a temporary file and ``os.replace`` und
 file lock, so readers see the old or the new catalogue and never half of one. Each entry keeps the
 newest fencing token granted for its alias (recorded when a job acquires the lock, not only at
 swaps); a swap is a compare-and-swap on the index the alias pointed at when the job started and
-is refused with an older token, so a job whose lock was taken over can never move the alias
-(guarantee 4), even if its lock expired between its last check and the swap.
+is refused with an older token, so a job whose lock was taken over can never move the alias,
+even if its lock expired between its last check and the swap.
 """
 
 from __future__ import annotations

@@ -135,10 +135,11 @@ def to_tantivy_json(item: BulkItem, plan: SchemaPlan) -> bytes:
     """The JSON Tantivy indexes for one document (fields outside the schema are ignored).
 
     Why two paths: re-encoding every document was a tenth of a worker's time on wide documents
-    (issue 19). When the builder passed its field dict, the canonical bytes are reused as they
-    are and only what Tantivy needs on top is appended (:func:`_spliced`); otherwise, or when
-    a naive datetime must gain an offset inside an object, the document is encoded again from
-    the dict. Both index the same document (tests/targets/test_tantivy_json.py).
+    (measured on the large-document benchmark). When the builder passed its field dict, the
+    canonical bytes are reused as they are and only what Tantivy needs on top is appended
+    (:func:`_spliced`); otherwise, or when a naive datetime must gain an offset inside an object,
+    the document is encoded again from the dict. Both index the same document
+    (tests/targets/test_tantivy_json.py).
     """
     source = item.source or b"{}"
     fields = item.fields

@@ -24,11 +24,12 @@ import sqlalchemy as sa
 
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError, PermanentError
+from sparkindex.index_source.columns import ID_COLUMN, source_fields
 from sparkindex.sources.base import Column, Key, KeyRange, Source, TableInfo
-from sparkindex.sources.index.columns import ID_COLUMN, source_fields
 from sparkindex.sources.partitioning import ranges_from_boundaries
 from sparkindex.targets.base import KeyBounds, StoredDocument
 from sparkindex.targets.reader import TargetReader
+from sparkindex.targets.registry import open_target
 
 #: What the documents package's ``make_builder`` keys the index-source builder by.
 DIALECT = "sparkindex-index"
@@ -68,8 +69,7 @@ class IndexSource(Source):
 
     @classmethod
     def open(cls, url: str, base_dir: Path | None = None, options: dict[str, Any] | None = None) -> IndexSource:
-        from sparkindex.targets.registry import open_target
-
+        """The indexes at *url*, read through a target opened for them (closed with this source)."""
         return cls(url, open_target(url, base_dir or Path.cwd(), options or {}))
 
     @property

@@ -139,7 +139,7 @@ def test_a_failure_after_the_swap_leaves_no_hold_and_a_rerun_hands_over(
     try:
         with pytest.raises(RuntimeError, match="injected"):
             ReindexJob(shop.pipeline, None, new=True, spark_factory=lambda: spark).run()
-        [job] = [j for j in store.jobs(["products", "reviews"]) if j.status == "FAILED"]
+        [job] = [j for j in store.job_rows.jobs(["products", "reviews"]) if j.status == "FAILED"]
         assert _alias(shop, "products") == job.targets["products"]  # swapped...
         assert store.sync_holds.holds(["products", "reviews"]) == {}  # ...and nothing left paused
         with store.engine.connect() as conn:

@@ -74,7 +74,7 @@ def test_a_rebuild_whose_catch_up_lost_its_log_starts_afresh(shop: Shop, cli: Pa
     store, job_id, index, fence = plan_job(pipeline, target, catch_up)
     assert catch_up.active(job_id), "a sync section: the job records where its catch-up starts"
     if left == "failed":
-        store.transition_job(job_id, JobStatus.FAILED, error="the change log has a gap", fence=fence)
+        store.job_rows.transition_job(job_id, JobStatus.FAILED, error="the change log has a gap", fence=fence)
     store.locks.release(ALIAS, fence[ALIAS])  # its driver died here
 
     # what commits now is only in the job's log; then an administrator drops the job's slot
@@ -91,12 +91,12 @@ def test_a_rebuild_whose_catch_up_lost_its_log_starts_afresh(shop: Shop, cli: Pa
 
     _reindex(cli, shop)
 
-    old = store.job(job_id)
+    old = store.job_rows.job(job_id)
     assert old.status == JobStatus.FAILED and "catch-up position is gone" in (old.error_message or ""), old
-    [new] = [j for j in store.jobs([ALIAS]) if j.id != job_id]
+    [new] = [j for j in store.job_rows.jobs([ALIAS]) if j.id != job_id]
     assert new.status == JobStatus.COMPLETED and target.alias_target(ALIAS) == new.targets[ALIAS] != index
     _reindex(cli, shop)  # and no later run resumes the abandoned job
-    assert store.job(job_id).status == JobStatus.FAILED and len(store.jobs([ALIAS])) == 3
+    assert store.job_rows.job(job_id).status == JobStatus.FAILED and len(store.job_rows.jobs([ALIAS])) == 3
     plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
     result = verify_alias(source, target, plan)
     assert (result.missing, result.extra, result.stale, result.duplicates) == (0, 0, 0, 0), result.samples
@@ -127,7 +127,7 @@ def test_a_rebuild_recovery_fails_forgets_its_catch_up(shop: Shop, cli: Path, sp
 
     _reindex(cli, shop)
 
-    old = store.job(job_id)
+    old = store.job_rows.job(job_id)
     assert old.status == JobStatus.FAILED and "beyond the recovery age" in (old.error_message or ""), old
     assert not catch_up.active(job_id), "the failed job's catch-up position is still kept"
 

@@ -56,9 +56,10 @@ from sparkindex.coordination.offsets import GroupOffset
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import ConfigError, PermanentError, TransientError
+from sparkindex.resources import open_target
 from sparkindex.sources.base import Source
 from sparkindex.sources.change_source import ChangeSource
-from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +115,26 @@ class CatchUp:
         self.spark = spark
         self.holds = store.sync_holds  # holds, presence and hand-over records
         #: consumer positions, the catch-up's own and the live groups' it hands over to
-        self.positions = open_consumer_offsets(
-            pipeline, store, lambda: open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-        )
+        self._offsets_target: Target | None = None  # opened only for `sync.offsets: target`
+        self.positions = open_consumer_offsets(pipeline, store, self._target)
         self.consumer = catch_up_consumer(self.aliases)
         self.run = uuid.uuid4().hex[:8]  # this driver's holds: a rerun's are never taken for ours
         self.keeper: HoldKeeper | None = None
+
+    def _target(self) -> Target:
+        if self._offsets_target is None:
+            self._offsets_target = open_target(self.pipeline)
+        return self._offsets_target
+
+    def close(self) -> None:
+        """Close what the catch-up opened itself (the source and the store are the reindex's)."""
+        self.release()
+        target, self._offsets_target = self._offsets_target, None
+        if target is not None:
+            try:
+                target.close()
+            except Exception as exc:  # noqa: BLE001 - the job's own outcome and its locks come first
+                log.warning("closing the catch-up's offsets target: %s", exc)
 
     def _source(self, consumer: str | None = None) -> ChangeSource:
         fanouts = [FanOut(self.plans[a], self.source) for a in self.aliases]

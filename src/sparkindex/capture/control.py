@@ -14,8 +14,7 @@ from sparkindex.capture.source import open_change_source
 from sparkindex.capture.sync_lock import LOCK_TTL_S, source_key, sync_lock_key
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.sources.registry import open_source
-from sparkindex.targets.registry import open_target
+from sparkindex.resources import open_source, open_store, open_target
 
 
 def request_sync_stop(store: CoordinationStore, pipeline: Pipeline, group: str | None = None) -> str | None:
@@ -40,20 +39,12 @@ def request_sync_stop(store: CoordinationStore, pipeline: Pipeline, group: str |
 def drop_consumer(pipeline: Pipeline, group: str) -> bool:
     """Remove the group's server-side state (a replication slot) and its offsets: a slot nobody
     reads retains WAL without bound. A later sync of the group starts from that moment."""
-    source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
     aliases = [i.alias for i in pipeline.indexes]
-    fanouts = [FanOut(resolve_consumer_plan(pipeline, source, a), source) for a in aliases]
-    changes = open_change_source(pipeline, source, watched_tables(fanouts), group)
-    try:
-        changes.prepare()  # a slot named the old way is adopted, so that it is dropped too
-        dropped = changes.drop()
-    finally:
-        changes.close()
-    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    try:
+    with open_source(pipeline) as source:
+        fanouts = [FanOut(resolve_consumer_plan(pipeline, source, a), source) for a in aliases]
+        with open_change_source(pipeline, source, watched_tables(fanouts), group) as changes:
+            changes.prepare()  # a slot named the old way is adopted, so that it is dropped too
+            dropped = changes.drop()
+    with open_store(pipeline) as store, open_target(pipeline) as target:
         open_consumer_offsets(pipeline, store, lambda: target).forget(group)
-    finally:
-        target.close()
-        store.close()
     return dropped

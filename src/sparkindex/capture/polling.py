@@ -87,15 +87,12 @@ class PollingChangeSource(ChangeSource):
     def first_batch_needed(self) -> bool:
         """The stream's first read diffs the keys of every index that exists and has no tombstones."""
         if self._first_batch_needed is None:
-            from sparkindex.targets.registry import open_target
+            from sparkindex.resources import open_target
 
-            target = open_target(self.pipeline.target.url, self.pipeline.base_dir, self.pipeline.target.options)
-            try:
+            with open_target(self.pipeline) as target:
                 self._first_batch_needed = any(
                     target.alias_target(idx.alias) is not None for idx in self._diffed(self.pipeline.indexes)
                 )
-            finally:
-                target.close()
         return self._first_batch_needed
 
     def _diffed(self, indexes: list[Any]) -> list[Any]:

@@ -24,10 +24,9 @@ def index_ranges(
     """(index config, lo, hi) of every sort-key range of every alias; an alias that points at no
     index yet (a first reindex's catch-up writes a version the alias does not name) gets one
     range, unbounded: the apply step covers whatever index it writes to."""
-    from sparkindex.targets.registry import open_target
+    from sparkindex.resources import open_target
 
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    try:
+    with open_target(pipeline) as target:
         for idx in pipeline.indexes:
             index = target.alias_target(idx.alias)
             if index is None:
@@ -39,8 +38,6 @@ def index_ranges(
                 yield idx, lo, hi
             for note in notes:
                 log.info("ranges of %s: %s", idx.alias, note)
-    finally:
-        target.close()
 
 
 def spread_truncates(pipeline: Pipeline, changes: Sequence[Change]) -> list[Change]:

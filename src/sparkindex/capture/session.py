@@ -20,15 +20,13 @@ from sparkindex.capture.apply import Applier, Consumer, Counts
 from sparkindex.capture.fanout import FanOut
 from sparkindex.capture.source import open_change_source
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.plan import KEPT_PLAN_SETS, IndexPlan, shipped_plan
 from sparkindex.documents.planning import resolve_plan
+from sparkindex.resources import open_source, open_store, open_target
 from sparkindex.sources.base import Source
 from sparkindex.sources.change_model import Change
 from sparkindex.sources.change_source import ChangeSource, WatchedTable
-from sparkindex.sources.registry import open_source
-from sparkindex.targets.registry import open_target
 
 
 def watched_tables(fanouts: Sequence[FanOut]) -> list[WatchedTable]:
@@ -54,7 +52,7 @@ def resolve_consumer_plan(pipeline: Pipeline, source: Source, alias: str) -> Ind
 def _change_source(wire: str, spec: str) -> ChangeSource:
     pipeline = Pipeline.from_wire(orjson.loads(wire))
     data = orjson.loads(spec)
-    source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
+    source = open_source(pipeline)  # kept for the worker process's life, as the cache is
     tables = [WatchedTable(t["name"], list(t["link_columns"]), t["where"]) for t in data["tables"]]
     return open_change_source(pipeline, source, tables, data["consumer"])
 
@@ -100,8 +98,8 @@ class SyncContext:
 def sync_context(wire: str, run: str) -> SyncContext:
     pipeline = Pipeline.from_wire(orjson.loads(wire))
     data = orjson.loads(run)
-    source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
+    # kept for the worker process's life, as the cache is: a long-lived Python worker applies
+    # every batch of a sync with them
+    source, target, store = open_source(pipeline), open_target(pipeline), open_store(pipeline)
     applier = Applier(target, store, str(data["job_id"]), pipeline.job.batch_size)
     return SyncContext(pipeline, data, source, applier)

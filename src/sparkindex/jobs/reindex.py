@@ -10,7 +10,6 @@ neither move the job nor touch partitions that the new driver's run owns.
 
 from __future__ import annotations
 
-import getpass
 import logging
 import threading
 import time
@@ -27,18 +26,18 @@ from sparkindex.capture.sync_errors import brief
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.keeper import LockKeeper
 from sparkindex.coordination.records import JobRecord, PartitionRecord
-from sparkindex.coordination.recovery import NOT_RESUMABLE, holder_is_dead, holder_name, not_resumable, recover
-from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus, PartitionStatus
+from sparkindex.coordination.recovery import holder_is_dead, holder_name
+from sparkindex.coordination.states import JobStatus, PartitionStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.fingerprint import plan_fingerprint
 from sparkindex.documents.planning import resolve_plans, selected_aliases
 from sparkindex.errors import ConfigError, LockHeld, LockLost, PermanentError, SparkIndexError, TransientError
 from sparkindex.jobs.finalize import finalize_job
 from sparkindex.jobs.head_start import HeadStart
+from sparkindex.jobs.job_planning import JobPlanner
 from sparkindex.jobs.progress import ProgressListener, SilentProgress, StatsPoller
 from sparkindex.resources import open_source, open_store, open_target
 from sparkindex.sources.base import Source
-from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.targets.target import Target
 from sparkindex.targets.writer import TargetWriter, unmanaged_index_message
 
@@ -150,7 +149,10 @@ class ReindexJob:
             previous = {alias: target.alias_target(alias) for alias in self.aliases}
             # an adopted index is what the swap replaces (the alias's own name, see Target.swap)
             previous.update({alias: alias for alias in self.aliases if target.unmanaged_index(alias)})
-            job = self._resume_or_plan(store, source, target, plans, fingerprint, fence)
+            planner = JobPlanner(
+                p, self.aliases, store, target, self.catch_up, self.progress, new=self.new, adopt=self.adopt
+            )
+            job = planner.resume_or_plan(source, plans, fingerprint, fence)
             for alias, token in tokens.items():
                 store.locks.transfer(alias, token, None, job.id)
             store.job_rows.update_job(job.id, fence=fence, run_id=self.run_id)
@@ -167,6 +169,8 @@ class ReindexJob:
             raise
         finally:
             keeper.stop()
+            if self.catch_up is not None:
+                self.catch_up.close()
             for alias, token in tokens.items():
                 try:
                     store.locks.release(alias, token)
@@ -202,87 +206,6 @@ class ReindexJob:
             self._spark_factory().sparkContext.cancelJobGroup(self.job_group)
         elif future is not None and future.done() and future.exception() is None:
             future.result().sparkContext.cancelJobGroup(self.job_group)
-
-    def _resume_or_plan(
-        self,
-        store: CoordinationStore,
-        source: Any,
-        target: Any,
-        plans: dict[str, Any],
-        fingerprint: str,
-        fence: dict[str, int],
-    ) -> JobRecord:
-        p = self.pipeline
-        unfinished = store.job_rows.jobs(self.aliases, [*RESUMABLE_JOB_STATES, JobStatus.INITIALIZING])
-        for old in unfinished:
-            if self.new:
-                self._abandon(store, old, "abandoned by reindex --new", fence)
-                continue
-            # We hold every alias lock, so whoever ran this job before is gone.
-            decision = recover(
-                store,
-                old,
-                holder_alive=False,
-                max_age_s=p.job.recovery_max_age_s,
-                fingerprint=fingerprint,
-                fence=fence,
-            )
-            if decision.action == "refuse":
-                raise ConfigError(f"{p.origin}: {decision.reason}")
-            current = store.job_rows.job(old.id)
-            if not decision.resumable:
-                self._abandon(store, current, decision.reason, fence)  # failed by recovery just now, or before
-                continue
-            if current.status not in RESUMABLE_JOB_STATES:
-                continue
-            if not all(target.version_exists(ix) for ix in current.targets.values()):
-                self._abandon(store, current, "its index versions are gone; starting afresh", fence)
-                continue
-            lost = self.catch_up.lost_log(old.id) if self.catch_up is not None else None
-            if lost is not None:
-                # what committed during the job is gone from the log: only a new snapshot has it
-                reason = f"its catch-up position is gone from the change log ({lost}); starting afresh"
-                log.warning("job %s cannot be resumed: %s", old.id, reason)
-                self._abandon(store, current, reason, fence)
-                continue
-            if current.status in (JobStatus.STOPPED, JobStatus.FAILED):
-                store.partition_resets.retry_failed(old.id)
-                store.job_rows.transition_job(old.id, JobStatus.READY, fence=fence)
-            self.progress.phase(f"resuming job {old.id}")
-            return store.job_rows.job(old.id)
-        self.progress.phase("planning partitions")
-        job = store.job_rows.create_job(
-            self.aliases, {"aliases": self.aliases}, getpass.getuser(), fingerprint=fingerprint
-        )
-        targets = {
-            a: target.create_version(a, m, plan.config.settings.to_target(), adopt=self.adopt)
-            for a, (plan, m) in plans.items()
-        }
-        store.job_rows.update_job(job.id, targets=targets)
-        if self.catch_up is not None:  # the log position is recorded before any partition reads a row
-            self.catch_up.record_start(job.id, targets)
-        specs = plan_partitions(
-            source,
-            [EntityPlanInput(plan.config, plan.table, plan.id_columns) for plan, _ in plans.values()],
-            p.job,
-        )
-        store.partition_rows.add_partitions(job.id, specs)
-        return store.job_rows.transition_job(job.id, JobStatus.READY, fence=fence)
-
-    def _abandon(self, store: CoordinationStore, job: JobRecord, reason: str, fence: dict[str, int]) -> None:
-        """*job* is never to be resumed: FAILED, its error saying so (recovery.NOT_RESUMABLE), its
-        catch-up position forgotten."""
-        error = NOT_RESUMABLE + reason
-        # its partitions go back even when it is marked already (a driver died between the mark
-        # and this): we hold every alias lock, so whoever held them is gone
-        store.partition_resets.reset_orphans(job.id, fence=fence)
-        if job.status != JobStatus.FAILED:
-            store.job_rows.transition_job(job.id, JobStatus.FAILED, error=error, fence=fence)
-        elif not not_resumable(job):  # the mark, the failure it had, and its age kept
-            error += f" (it had failed: {job.error_message or 'no error recorded'})"
-            store.job_rows.update_job(job.id, error_message=error[:4000], updated_at=job.updated_at, fence=fence)
-        if self.catch_up is not None:
-            self.catch_up.abandon(job.id)
 
     # -- running -----------------------------------------------------------------------------------
     def _start_spark(self) -> Future[Any]:

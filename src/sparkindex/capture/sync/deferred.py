@@ -28,9 +28,10 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.documents.planning import selected_aliases
 from sparkindex.keys import dump_key, load_key
+from sparkindex.resources import open_source, open_store, open_target
+from sparkindex.sources.base import Source
 from sparkindex.sources.change_model import Change
-from sparkindex.sources.registry import open_source
-from sparkindex.targets.registry import open_target
+from sparkindex.targets.target import Target
 
 #: Root keys rebuilt per Spark task.
 KEYS_PER_TASK = 5000
@@ -70,9 +71,19 @@ class DeferredTasks:
 def apply_deferred(
     pipeline: Pipeline, aliases: Sequence[str] | None, group: str | None = None, spark: Any = None
 ) -> dict[str, Any]:
-    source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
+    with open_source(pipeline) as source, open_target(pipeline) as target, open_store(pipeline) as store:
+        return _apply_deferred(pipeline, aliases, group, spark, source, target, store)
+
+
+def _apply_deferred(
+    pipeline: Pipeline,
+    aliases: Sequence[str] | None,
+    group: str | None,
+    spark: Any,
+    source: Source,
+    target: Target,
+    store: CoordinationStore,
+) -> dict[str, Any]:
     started = time.time()  # changes deferred after this wait for the next refresh
     chosen = selected_aliases(pipeline, aliases)
     fanouts = {a: FanOut(resolve_consumer_plan(pipeline, source, a), source) for a in chosen}

@@ -25,10 +25,9 @@ from sparkindex.coordination.offsets import ConsumerOffsets, GroupOffset
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.documents.plan import IndexPlan
+from sparkindex.resources import open_source, open_store, open_target
 from sparkindex.sources.base import Source
 from sparkindex.sources.change_source import ChangeSource
-from sparkindex.sources.registry import open_source
-from sparkindex.targets.registry import open_target
 from sparkindex.targets.target import Target
 
 log = logging.getLogger(__name__)
@@ -93,16 +92,16 @@ def open_feed(
     """Open what a stream run of *aliases* needs and check the change log; *plans* are a reindex's
     (its catch-up applies with the job's own), else resolved here once and shipped with every batch."""
     with contextlib.ExitStack() as opened:
-        source = open_source(pipeline.source_url(), pipeline.job.source_timeout_s)
+        source = open_source(pipeline)
         opened.callback(source.close)
-        target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+        target = open_target(pipeline)
         opened.callback(target.close)
         resolved = {a: plans[a] if plans else resolve_consumer_plan(pipeline, source, a) for a in aliases}
         fanouts = [FanOut(resolved[a], source) for a in aliases]
         changes = open_change_source(pipeline, source, watched_tables(fanouts), consumer)
         opened.callback(changes.close)
         changes.check()
-        store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
+        store = open_store(pipeline)
         opened.callback(store.close)
         feed = Feed(
             pipeline,
@@ -114,7 +113,7 @@ def open_feed(
             fanouts,
             changes,
             store,
-            SyncEvents(store.engine, pipeline.coordination.prefix),
+            store.sync_events,
             open_consumer_offsets(pipeline, store, lambda: target),
         )
         opened.pop_all()

@@ -18,7 +18,7 @@ from sparkindex.coordination.offsets import GroupOffset
 from sparkindex.documents.fingerprint import plan_fingerprint
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import ConfigError, PermanentError, TransientError
-from sparkindex.sources.registry import open_source
+from sparkindex.resources import open_source
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +62,8 @@ class HoldResponder:
         plans. True when checked (a source out of reach is checked again at the next look)."""
         p, aliases, plans = self.feed.pipeline, self.feed.aliases, self.feed.plans
         try:
-            source = open_source(p.source_url(), p.job.source_timeout_s)
-            try:
+            with open_source(p) as source:
                 now = {a: resolve_consumer_plan(p, source, a) for a in aliases}
-            finally:
-                source.close()
         except TransientError as exc:
             log.warning("checking the plans after a hand-over (checked again shortly): %s", brief(exc))
             return False

@@ -1,0 +1,134 @@
+"""Which job a reindex runs: an unfinished one of the same aliases resumed, or a new one planned.
+
+A job may be resumed only when what decides its documents is unchanged (its fingerprint), its
+index versions still exist, its catch-up position is still in the change log, and recovery finds
+its last driver gone. Everything else is abandoned for good (FAILED, marked not resumable) and a
+new job is planned: its versions created, its catch-up position recorded before any partition
+reads a row, then its partitions.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sparkindex.config.model import Pipeline
+from sparkindex.coordination.records import JobRecord
+from sparkindex.coordination.recovery import NOT_RESUMABLE, not_resumable, recover
+from sparkindex.coordination.states import RESUMABLE_JOB_STATES, JobStatus
+from sparkindex.coordination.store import CoordinationStore
+from sparkindex.errors import ConfigError
+from sparkindex.jobs.progress import ProgressListener
+from sparkindex.sources.base import Source
+from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
+from sparkindex.targets.target import Target
+
+if TYPE_CHECKING:
+    from sparkindex.capture.catch_up import CatchUp
+
+log = logging.getLogger(__name__)
+
+
+class JobPlanner:
+    """Resumes or plans the job of a reindex that holds every alias's lock."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        aliases: list[str],
+        store: CoordinationStore,
+        target: Target,
+        catch_up: CatchUp | None,
+        progress: ProgressListener,
+        *,
+        new: bool,
+        adopt: bool,
+    ) -> None:
+        self.pipeline = pipeline
+        self.aliases = aliases
+        self.store = store
+        self.target = target
+        self.catch_up = catch_up
+        self.progress = progress
+        #: ``reindex --new``: every unfinished job is abandoned
+        self.new = new
+        #: an index that bears an alias's name is replaced by the alias at the swap
+        self.adopt = adopt
+
+    def resume_or_plan(
+        self, source: Source, plans: dict[str, Any], fingerprint: str, fence: dict[str, int]
+    ) -> JobRecord:
+        """The job to run: the first unfinished one that may be resumed, else a new one."""
+        p, store, target = self.pipeline, self.store, self.target
+        unfinished = store.job_rows.jobs(self.aliases, [*RESUMABLE_JOB_STATES, JobStatus.INITIALIZING])
+        for old in unfinished:
+            if self.new:
+                self.abandon(old, "abandoned by reindex --new", fence)
+                continue
+            # We hold every alias lock, so whoever ran this job before is gone.
+            decision = recover(
+                store,
+                old,
+                holder_alive=False,
+                max_age_s=p.job.recovery_max_age_s,
+                fingerprint=fingerprint,
+                fence=fence,
+            )
+            if decision.action == "refuse":
+                raise ConfigError(f"{p.origin}: {decision.reason}")
+            current = store.job_rows.job(old.id)
+            if not decision.resumable:
+                self.abandon(current, decision.reason, fence)  # failed by recovery just now, or before
+                continue
+            if current.status not in RESUMABLE_JOB_STATES:
+                continue
+            if not all(target.version_exists(ix) for ix in current.targets.values()):
+                self.abandon(current, "its index versions are gone; starting afresh", fence)
+                continue
+            lost = self.catch_up.lost_log(old.id) if self.catch_up is not None else None
+            if lost is not None:
+                # what committed during the job is gone from the log: only a new snapshot has it
+                reason = f"its catch-up position is gone from the change log ({lost}); starting afresh"
+                log.warning("job %s cannot be resumed: %s", old.id, reason)
+                self.abandon(current, reason, fence)
+                continue
+            if current.status in (JobStatus.STOPPED, JobStatus.FAILED):
+                store.partition_resets.retry_failed(old.id)
+                store.job_rows.transition_job(old.id, JobStatus.READY, fence=fence)
+            self.progress.phase(f"resuming job {old.id}")
+            return store.job_rows.job(old.id)
+        self.progress.phase("planning partitions")
+        job = store.job_rows.create_job(
+            self.aliases, {"aliases": self.aliases}, getpass.getuser(), fingerprint=fingerprint
+        )
+        targets = {
+            a: target.create_version(a, m, plan.config.settings.to_target(), adopt=self.adopt)
+            for a, (plan, m) in plans.items()
+        }
+        store.job_rows.update_job(job.id, targets=targets)
+        if self.catch_up is not None:  # the log position is recorded before any partition reads a row
+            self.catch_up.record_start(job.id, targets)
+        specs = plan_partitions(
+            source,
+            [EntityPlanInput(plan.config, plan.table, plan.id_columns) for plan, _ in plans.values()],
+            p.job,
+        )
+        store.partition_rows.add_partitions(job.id, specs)
+        return store.job_rows.transition_job(job.id, JobStatus.READY, fence=fence)
+
+    def abandon(self, job: JobRecord, reason: str, fence: dict[str, int]) -> None:
+        """*job* is never to be resumed: FAILED, its error saying so (recovery.NOT_RESUMABLE), its
+        catch-up position forgotten."""
+        store = self.store
+        error = NOT_RESUMABLE + reason
+        # its partitions go back even when it is marked already (a driver died between the mark
+        # and this): we hold every alias lock, so whoever held them is gone
+        store.partition_resets.reset_orphans(job.id, fence=fence)
+        if job.status != JobStatus.FAILED:
+            store.job_rows.transition_job(job.id, JobStatus.FAILED, error=error, fence=fence)
+        elif not not_resumable(job):  # the mark, the failure it had, and its age kept
+            error += f" (it had failed: {job.error_message or 'no error recorded'})"
+            store.job_rows.update_job(job.id, error_message=error[:4000], updated_at=job.updated_at, fence=fence)
+        if self.catch_up is not None:
+            self.catch_up.abandon(job.id)

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 
 from sparkindex.coordination.records import PartitionSpec
 from sparkindex.coordination.store import CoordinationStore
+from sparkindex.resources import open_store_url
 
 PG = "postgresql://sparkindex@127.0.0.1:55432/sparkindex"
 MYSQL = "mysql://root@127.0.0.1:53306/sparkindex"
@@ -146,15 +147,14 @@ def _work(store: CoordinationStore, ids: list[str], name: str, run_id: str) -> N
 
 
 def _process_claimer(url: str, prefix: str, ids: list[str], n: int, start: Any) -> tuple[int, float]:
-    store = CoordinationStore(url, prefix)
-    store.partition_rows.partition(ids[0])  # connected before the clock starts
-    statements = _count_statements(store)
-    statements[0] = 0
-    start.wait()
-    cpu0 = time.process_time()
-    _work(store, ids, f"c{n}", "bench-run")
-    cpu = time.process_time() - cpu0
-    store.close()
+    with open_store_url(url, prefix) as store:
+        store.partition_rows.partition(ids[0])  # connected before the clock starts
+        statements = _count_statements(store)
+        statements[0] = 0
+        start.wait()
+        cpu0 = time.process_time()
+        _work(store, ids, f"c{n}", "bench-run")
+        cpu = time.process_time() - cpu0
     return statements[0], cpu
 
 
@@ -220,30 +220,29 @@ def bench_claims(
     kind: str, url: str, partitions: int = 4000, claimers: int = 16, mode: str = "threads"
 ) -> dict[str, Any]:
     prefix = f"b{uuid.uuid4().hex[:6]}_"
-    store = CoordinationStore(url, prefix)
-    try:
-        job = store.job_rows.create_job(["bench"], {}, "bench")
-        store.partition_rows.add_partitions(
-            job.id, [PartitionSpec("bench", i, None, None, 100, 100, 0) for i in range(partitions + 1)]
-        )
-        ids = [p.id for p in store.partition_rows.partitions(job.id)]
-        probe, ids = ids[0], ids[1:]
-        rec = store.partition_rows.claim(probe, "probe", "probe-run", 600)
-        assert rec is not None
-        commit_ms = _commit_ms(store, probe, rec.claim_token)
-        shares = [ids[n::claimers] for n in range(claimers)]
-        busy0, total0 = _host_busy()
-        if mode == "processes":
-            wall, statements, client_cpu = _run_processes(url, prefix, shares)
-        else:
-            wall, statements, client_cpu = _run_threads(store, shares)
-        busy1, total1 = _host_busy()
-        done = store.partition_stats.stats(job.id)["bench"].partitions.get("COMPLETED", 0)
-        assert done == partitions, (done, partitions)
-        settings = _settings(store)
-    finally:
-        store.t.metadata.drop_all(store.engine)
-        store.close()
+    with open_store_url(url, prefix) as store:
+        try:
+            job = store.job_rows.create_job(["bench"], {}, "bench")
+            store.partition_rows.add_partitions(
+                job.id, [PartitionSpec("bench", i, None, None, 100, 100, 0) for i in range(partitions + 1)]
+            )
+            ids = [p.id for p in store.partition_rows.partitions(job.id)]
+            probe, ids = ids[0], ids[1:]
+            rec = store.partition_rows.claim(probe, "probe", "probe-run", 600)
+            assert rec is not None
+            commit_ms = _commit_ms(store, probe, rec.claim_token)
+            shares = [ids[n::claimers] for n in range(claimers)]
+            busy0, total0 = _host_busy()
+            if mode == "processes":
+                wall, statements, client_cpu = _run_processes(url, prefix, shares)
+            else:
+                wall, statements, client_cpu = _run_threads(store, shares)
+            busy1, total1 = _host_busy()
+            done = store.partition_stats.stats(job.id)["bench"].partitions.get("COMPLETED", 0)
+            assert done == partitions, (done, partitions)
+            settings = _settings(store)
+        finally:
+            store.t.metadata.drop_all(store.engine)
     host_busy = (busy1 - busy0) / max(total1 - total0, 1.0)
     client_cores = client_cpu / wall
     rate = partitions / wall

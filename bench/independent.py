@@ -273,14 +273,9 @@ def schema_mismatch(pipeline: Path) -> list[str]:
     from sparkindex.targets.tantivy.schema import build_schema
 
     config = load_pipeline(pipeline)
-    source = open_source_url(config.source_url())
-    try:
+    with open_source_url(config.source_url()) as source:
         plan = resolve_index(source, config.indexes[0], "indexes[0]")
         theirs, _ = build_schema(infer_mapping(plan, "indexes[0]"))
-    finally:
-        close = getattr(source, "close", None)
-        if callable(close):
-            close()
     ours = hand_schema()
     if ours == theirs:
         return []

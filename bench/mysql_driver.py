@@ -27,19 +27,18 @@ CONFIG = shop_index_config()
 
 
 def docs_per_s(url: str) -> float:
-    source = open_source_url(url)
-    builder = DocumentBuilder(source, resolve_index(source, CONFIG, "bench"))
-    best = 0.0
-    for _ in range(2):
-        t0, after, n = time.perf_counter(), None, 0
-        while True:
-            page = builder.page(KeyRange(None, None), after, 1000)
-            n += len(page.docs)
-            if page.rows < 1000:
-                break
-            after = page.last_key
-        best = max(best, n / (time.perf_counter() - t0))
-    source.close()
+    with open_source_url(url) as source:
+        builder = DocumentBuilder(source, resolve_index(source, CONFIG, "bench"))
+        best = 0.0
+        for _ in range(2):
+            t0, after, n = time.perf_counter(), None, 0
+            while True:
+                page = builder.page(KeyRange(None, None), after, 1000)
+                n += len(page.docs)
+                if page.rows < 1000:
+                    break
+                after = page.last_key
+            best = max(best, n / (time.perf_counter() - t0))
     return best
 
 

@@ -58,31 +58,28 @@ def naive_loop(pipeline_path: Path, out_dir: Path, writer_threads: int = 2) -> N
     before its loop; the pipeline's figure, by contrast, includes Spark's start-up.
     """
     pipeline = load_pipeline(pipeline_path)
-    source = open_source_url(pipeline.source_url())
-    plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
-    builder = DocumentBuilder(source, plan)
-    schema, sp = build_schema(infer_mapping(plan, "indexes[0]"))
-    out_dir.mkdir(parents=True)
-    index = tantivy.Index(schema, path=str(out_dir))
-    writer = index.writer(256 * 1024 * 1024, writer_threads)
-    convert = tantivy_converter(sp)
-    started, cpu0 = time.perf_counter(), time.process_time()
-    after: tuple[object, ...] | None = None
-    n, size = 0, 0
-    while True:
-        page = builder.page(KeyRange(None, None), after, PAGE)
-        for d in page.docs:
-            writer.add_json(convert(d))
-            size += len(d.source)
-        n += len(page.docs)
-        if page.rows < PAGE:
-            break
-        after = page.last_key
-    writer.commit()
-    writer.wait_merging_threads()
-    wall = time.perf_counter() - started
-    cpu = time.process_time() - cpu0
-    dispose = getattr(source, "close", None)
-    if callable(dispose):
-        dispose()
+    with open_source_url(pipeline.source_url()) as source:
+        plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
+        builder = DocumentBuilder(source, plan)
+        schema, sp = build_schema(infer_mapping(plan, "indexes[0]"))
+        out_dir.mkdir(parents=True)
+        index = tantivy.Index(schema, path=str(out_dir))
+        writer = index.writer(256 * 1024 * 1024, writer_threads)
+        convert = tantivy_converter(sp)
+        started, cpu0 = time.perf_counter(), time.process_time()
+        after: tuple[object, ...] | None = None
+        n, size = 0, 0
+        while True:
+            page = builder.page(KeyRange(None, None), after, PAGE)
+            for d in page.docs:
+                writer.add_json(convert(d))
+                size += len(d.source)
+            n += len(page.docs)
+            if page.rows < PAGE:
+                break
+            after = page.last_key
+        writer.commit()
+        writer.wait_merging_threads()
+        wall = time.perf_counter() - started
+        cpu = time.process_time() - cpu0
     return NaiveResult(n, wall, cpu / wall if wall else 0.0, size / n if n else 0.0)

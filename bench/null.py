@@ -92,12 +92,9 @@ def point_at(pipeline: Path, target_url: str) -> None:
 def source_ceiling(pipeline: Path) -> float:
     """Documents/s of COPY over the in-database builder's own statement for the whole table."""
     loaded = load_pipeline(pipeline)
-    source = open_source_url(loaded.source_url())
-    try:
+    with open_source_url(loaded.source_url()) as source:
         plan = resolve_index(source, loaded.indexes[0], "indexes[0]")
         return copy_ceiling(loaded.source_url(), JsonAggregationBuilder(source, plan))
-    finally:
-        source.close()
 
 
 def reindex_into_null(pipeline: Path, rows: int, timeout: float = 7200) -> dict[str, Any]:

@@ -92,29 +92,28 @@ def independent_path(url: str, n_pages: int) -> PathCost:
 def package_path(pipeline_path: Path, n_pages: int) -> PathCost:
     """The pipeline's steps in a worker: the builder's page, bulk items, conversion, add."""
     pipeline = load_pipeline(pipeline_path)
-    source = open_source_url(pipeline.source_url())
-    plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
-    builder = DocumentBuilder(source, plan)
-    schema, schema_plan = build_schema(infer_mapping(plan, "indexes[0]"))
-    writer, directory = _writer(schema)
-    steps: Steps = {}
-    docs_seen = 0
-    after: tuple[Any, ...] | None = None
-    try:
-        for _ in range(n_pages):
-            page = _timed(steps, "builder_page", lambda a=after: builder.page(KeyRange(None, None), a, PAGE))
-            after = page.last_key
-            items = _timed(steps, "bulk_items", lambda p=page: [d.bulk_item() for d in p.docs])
-            convert = lambda i=items: [str(to_tantivy_json(x, schema_plan), "utf-8") for x in i]  # noqa: E731
-            bodies = _timed(steps, "conversion_and_decode", convert)
-            _timed(steps, "add_json", lambda b=bodies: [writer.add_json(x) for x in b])
-            docs_seen += len(page.docs)
-            if page.rows < PAGE:
-                break
-    finally:
-        writer.rollback()
-        shutil.rmtree(directory, ignore_errors=True)
-        source.close()
+    with open_source_url(pipeline.source_url()) as source:
+        plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
+        builder = DocumentBuilder(source, plan)
+        schema, schema_plan = build_schema(infer_mapping(plan, "indexes[0]"))
+        writer, directory = _writer(schema)
+        steps: Steps = {}
+        docs_seen = 0
+        after: tuple[Any, ...] | None = None
+        try:
+            for _ in range(n_pages):
+                page = _timed(steps, "builder_page", lambda a=after: builder.page(KeyRange(None, None), a, PAGE))
+                after = page.last_key
+                items = _timed(steps, "bulk_items", lambda p=page: [d.bulk_item() for d in p.docs])
+                convert = lambda i=items: [str(to_tantivy_json(x, schema_plan), "utf-8") for x in i]  # noqa: E731
+                bodies = _timed(steps, "conversion_and_decode", convert)
+                _timed(steps, "add_json", lambda b=bodies: [writer.add_json(x) for x in b])
+                docs_seen += len(page.docs)
+                if page.rows < PAGE:
+                    break
+        finally:
+            writer.rollback()
+            shutil.rmtree(directory, ignore_errors=True)
     return _per_doc(steps, docs_seen)
 
 

@@ -44,28 +44,28 @@ def _each(step: Callable[[Any], Any], values: list[Any]) -> list[Any]:
 
 def per_document_us(pipeline_path: Path, rows: int = 2000, repeats: int = 7) -> dict[str, float]:
     pipeline = load_pipeline(pipeline_path)
-    source = open_source_url(pipeline.source_url())
-    plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
-    builder = DocumentBuilder(source, plan)
-    _, schema_plan = build_schema(infer_mapping(plan, "indexes[0]"))
-    best = {"builder": float("inf"), "encoding": float("inf"), "hash": float("inf"), "conversion": float("inf")}
-    after: tuple[Any, ...] | None = None
-    for _ in range(repeats):
-        # the builder: fetch, assemble, encode and hash (the last two are timed alone below)
-        seconds, page = _cpu(builder.page, KeyRange(None, None), after, rows)
-        docs = page.docs
-        if len(docs) < rows:
-            raise SystemExit(f"{pipeline_path}: {len(docs)} documents left a page; {rows} needed")
-        after = page.last_key
-        timings = {"builder": seconds}
-        fields = [d.fields for d in docs]
-        if any(f is None for f in fields):
-            raise SystemExit(f"{pipeline_path}: the database assembles these documents; set `build: python`")
-        timings["encoding"], canonical = _cpu(_each, dumps_document, fields)
-        timings["hash"], _ = _cpu(_each, content_hash, canonical)
-        items = [d.bulk_item() for d in docs]
-        timings["conversion"], _ = _cpu(_each, partial(to_tantivy_json, plan=schema_plan), items)
-        best = {k: min(v, timings[k]) for k, v in best.items()}
+    with open_source_url(pipeline.source_url()) as source:
+        plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
+        builder = DocumentBuilder(source, plan)
+        _, schema_plan = build_schema(infer_mapping(plan, "indexes[0]"))
+        best = {"builder": float("inf"), "encoding": float("inf"), "hash": float("inf"), "conversion": float("inf")}
+        after: tuple[Any, ...] | None = None
+        for _ in range(repeats):
+            # the builder: fetch, assemble, encode and hash (the last two are timed alone below)
+            seconds, page = _cpu(builder.page, KeyRange(None, None), after, rows)
+            docs = page.docs
+            if len(docs) < rows:
+                raise SystemExit(f"{pipeline_path}: {len(docs)} documents left a page; {rows} needed")
+            after = page.last_key
+            timings = {"builder": seconds}
+            fields = [d.fields for d in docs]
+            if any(f is None for f in fields):
+                raise SystemExit(f"{pipeline_path}: the database assembles these documents; set `build: python`")
+            timings["encoding"], canonical = _cpu(_each, dumps_document, fields)
+            timings["hash"], _ = _cpu(_each, content_hash, canonical)
+            items = [d.bulk_item() for d in docs]
+            timings["conversion"], _ = _cpu(_each, partial(to_tantivy_json, plan=schema_plan), items)
+            best = {k: min(v, timings[k]) for k, v in best.items()}
     return {k: round(v / rows * 1e6, 1) for k, v in best.items()}
 
 

@@ -71,11 +71,11 @@ def bench_postgres(rows: int, work: Path) -> list[dict[str, Any]]:
     text = text.replace("url: sqlite:///.sparkindex/state.db", f"url: {url}\n  prefix: bench_")
     path.write_text(text)
     pipeline = load_pipeline(path)
-    source = open_source_url(pipeline.source_url())
-    plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
-    in_db = JsonAggregationBuilder(source, plan)
-    python_rate, db_rate = _docs_per_s(DocumentBuilder(source, plan)), _docs_per_s(in_db)
-    ceiling = copy_ceiling(url, in_db)
+    with open_source_url(pipeline.source_url()) as source:
+        plan = resolve_index(source, pipeline.indexes[0], "indexes[0]")
+        in_db = JsonAggregationBuilder(source, plan)
+        python_rate, db_rate = _docs_per_s(DocumentBuilder(source, plan)), _docs_per_s(in_db)
+        ceiling = copy_ceiling(url, in_db)
     summary = ReindexJob(pipeline, new=True).run()
     assert summary.indexed == rows, summary
     rate = rows / summary.seconds

@@ -12,7 +12,8 @@ import pytest
 
 from sparkindex import api
 from sparkindex.jobs.explain import explain as explain_index
-from tests.e2e.shop import make_shop, store_of
+from sparkindex.resources import open_store
+from tests.e2e.shop import make_shop
 
 PRODUCTS = 120
 
@@ -73,9 +74,8 @@ def test_the_commands_as_calls_on_one_shop(tmp_path: Path, spark: Any) -> None:
     assert explained.document["id"] == 7 and explained.partitions.count == 3
 
     # dead letters: listed, then re-driven from the source with a tally per page
-    store = store_of(pipeline)
-    store.dead_letters.add("job-x", "products", None, [("7", "MapperParsingException", "failed to parse [price]")])
-    store.close()
+    with open_store(pipeline) as store:
+        store.dead_letters.add("job-x", "products", None, [("7", "MapperParsingException", "failed to parse [price]")])
     listed = api.dead_letters(config)
     assert listed.count == 1 and listed.letters[0].doc_id == "7"
     assert listed.to_dict()["dead_letters"][0]["error_class"] == "MapperParsingException"

@@ -1,6 +1,6 @@
 """The independent baseline (bench/independent.py) indexes what the pipeline indexes.
 
-Why: issue 19 judges the pipeline's builder and Tantivy conversion against a loop that shares
+Why: the benchmark judges the pipeline's builder and Tantivy conversion against a loop that shares
 none of their code. That ratio means something only if both sides index the same thing: the same
 schema, the same stored source (same keys, nesting, date and float spellings, NULLs) and the same
 Tantivy fields. Built on a tiny SQLite wide database through the pipeline's own DocumentBuilder

@@ -152,7 +152,7 @@ def test_stages_are_recorded_with_their_batches_once_and_only_by_the_owner(store
 def test_refused_updates_and_unknown_partitions_are_counted_for_the_metrics(
     store: CoordinationStore, store_url: tuple[str, str]
 ) -> None:
-    """The seed's partitionUpdateErrors and partitionNotFoundErrors, recorded in the store (the
+    """Data Prepper's partitionUpdateErrors and partitionNotFoundErrors, recorded in the store (the
     server derives its metrics from it: executors cannot be scraped)."""
     views = StoreViews(*store_url)
     job_id, (pid,) = new_job(store, 1)

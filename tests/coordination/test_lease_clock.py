@@ -1,4 +1,4 @@
-"""Partition leases are written and judged on the store's clock, not the process's (issue 16, the
+"""Partition leases are written and judged on the store's clock, not the process's (found in the
 chaos campaign's review: heartbeats, the claim's staleness cutoff and the driver's reclaim all read
 ``time.time()``, so a worker whose wall clock fell behind looked dead while it wrote on, and a
 claimer or driver whose clock ran ahead took live partitions over: two writers on one partition).

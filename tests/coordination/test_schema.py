@@ -205,13 +205,13 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
     again = CoordinationStore(url, prefix)
     try:
         assert schema_version(again.engine, prefix) == [(1, SCHEMA_VERSION)]
-        assert again.partition(ids[1]).writer == "x"
-        assert len(again.partitions(job_id)) == 3
+        assert again.partition_rows.partition(ids[1]).writer == "x"
+        assert len(again.partition_rows.partitions(job_id)) == 3
         # the upgraded store carries v4's features
         again.dead_letters.add(job_id, "products", ids[1], [("d", "E", "m")])
         again.dead_letters.add(job_id, "products", ids[1], [("d", "E", "m")])
         assert [d.attempts for d in again.dead_letters.list(alias="products")] == [1]
-        assert again.create_job(["products"], {}, "t", fingerprint="f").fingerprint == "f"
+        assert again.job_rows.create_job(["products"], {}, "t", fingerprint="f").fingerprint == "f"
     finally:
         again.close()
 

@@ -1,6 +1,6 @@
 """A store connection cut under an unpooled engine ends without an ERROR and its traceback.
 
-Found by the chaos campaign (seed 1, trial 8: the store restarted while a sync ran). The
+Found by the chaos campaign (the store restarted while a sync ran). The
 unpooled engine (``make_engine(pooled=False)``: connections their user keeps, each close a real
 close) rolled back every connection it was about to close; on a connection the network had
 dropped, that rollback failed and SQLAlchemy logged it at ERROR with a traceback, although the

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.store import CoordinationStore
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 
 
@@ -49,10 +48,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, every: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(every)
-
-
-def store_of(pipeline: Pipeline) -> CoordinationStore:
-    return CoordinationStore(pipeline.coordination_url())
 
 
 def fresh_database(server_url: str, name: str) -> str:

@@ -6,13 +6,14 @@ files in ``tmp_path``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.errors import PySparkException
 
-from sparkindex.coordination.store import CoordinationStore
+from sparkindex.resources import open_store_url
 from sparkindex.spark.target_options import resolve_env, target_options
 from sparkindex.targets.tantivy import TantivyTarget, TantivyTargetConfig
 
@@ -24,11 +25,11 @@ BAD_ID = 4242
 
 
 @pytest.fixture
-def target(tmp_path: Path) -> TantivyTarget:
-    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "idx"))
-    index = target.create_version("people", MAPPING)
-    target.swap("people", index, None, fence=1)
-    return target
+def target(tmp_path: Path) -> Iterator[TantivyTarget]:
+    with TantivyTarget(TantivyTargetConfig(root=tmp_path / "idx")) as target:
+        index = target.create_version("people", MAPPING)
+        target.swap("people", index, None, fence=1)
+        yield target
 
 
 def writer(df: Any, tmp_path: Path) -> Any:
@@ -95,11 +96,8 @@ def test_rejected_document_is_dead_lettered_with_a_coordination_store(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     writer(bad_rows(spark), tmp_path).option("coordination", url).save()
-    store = CoordinationStore(url)
-    try:
+    with open_store_url(url) as store:
         letters = {d.doc_id: d for d in store.dead_letters.list(alias="people")}
-    finally:
-        store.close()
     assert str(BAD_ID) in letters
     bad = letters[str(BAD_ID)]
     assert bad.alias == "people"

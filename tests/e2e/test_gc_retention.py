@@ -19,6 +19,7 @@ from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.verify_runs import COUNTS, VerifyRun
 from sparkindex.jobs.gc import collect_garbage
+from sparkindex.resources import open_store
 from tests.e2e.guarantee_helpers import run_cli
 from tests.e2e.shop import make_shop
 from tests.jobs.planting import tantivy
@@ -81,68 +82,71 @@ def test_gc_deletes_what_is_old_and_refuses_running_jobs_and_current_indexes(
     tmp_path: Path, store_url: tuple[str, str]
 ) -> None:
     pipeline = pipeline_on(tmp_path, *store_url)
-    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    target = tantivy(pipeline)
-    v1, v2, v3, v4 = (target.create_version("products", MAPPING) for _ in range(4))
-    target.swap("products", v1, None)  # the alias stays on the oldest: v4 is the newest
+    with open_store(pipeline) as store, tantivy(pipeline) as target:
+        v1, v2, v3, v4 = (target.create_version("products", MAPPING) for _ in range(4))
+        target.swap("products", v1, None)  # the alias stays on the oldest: v4 is the newest
 
-    done = job_in(store, [J.READY, J.RUNNING, J.COMPLETED], 40)
-    dead = job_in(store, [J.FAILED], 40)  # beyond recovery_max_age_s: no rerun resumes it
-    running = job_in(store, [J.READY, J.RUNNING], 40, {"products": v2})
-    young = job_in(store, [J.READY, J.RUNNING, J.COMPLETED_WITH_ERRORS], 1)
-    foreign = job_in(store, [J.READY, J.RUNNING, J.COMPLETED], 40, alias="elsewhere")  # another pipeline's
+        done = job_in(store, [J.READY, J.RUNNING, J.COMPLETED], 40)
+        dead = job_in(store, [J.FAILED], 40)  # beyond recovery_max_age_s: no rerun resumes it
+        running = job_in(store, [J.READY, J.RUNNING], 40, {"products": v2})
+        young = job_in(store, [J.READY, J.RUNNING, J.COMPLETED_WITH_ERRORS], 1)
+        foreign = job_in(store, [J.READY, J.RUNNING, J.COMPLETED], 40, alias="elsewhere")  # another pipeline's
 
-    store.dead_letters.add("job-x", "products", None, [("a", "E", "still failing"), ("b", "E", "x"), ("c", "E", "y")])
-    store.dead_letters.add("job-y", "elsewhere", None, [("z", "E", "another pipeline's")])
-    letters = {d.doc_id: d for d in store.dead_letters.list()}
-    assert store.dead_letters.resolve([letters["b"], letters["c"], letters["z"]], "redriven") == 3
-    age_resolutions(store, "b", 40)
-    age_resolutions(store, "z", 40)
-    runs = store.verify_runs
-    runs.record([verify_run("products", "r1", 40), verify_run("products", "r2", 35), verify_run("products", "r3", 0)])
-    runs.record([verify_run("gone-alias", "r4", 40)])
+        store.dead_letters.add(
+            "job-x", "products", None, [("a", "E", "still failing"), ("b", "E", "x"), ("c", "E", "y")]
+        )
+        store.dead_letters.add("job-y", "elsewhere", None, [("z", "E", "another pipeline's")])
+        letters = {d.doc_id: d for d in store.dead_letters.list()}
+        assert store.dead_letters.resolve([letters["b"], letters["c"], letters["z"]], "redriven") == 3
+        age_resolutions(store, "b", 40)
+        age_resolutions(store, "z", 40)
+        runs = store.verify_runs
+        runs.record(
+            [verify_run("products", "r1", 40), verify_run("products", "r2", 35), verify_run("products", "r3", 0)]
+        )
+        runs.record([verify_run("gone-alias", "r4", 40)])
 
-    for job_id in (done, running):  # the fence log of each job's swap
-        store.swap_log.finish(store.swap_log.begin("products", "products_v9", None, 1, job_id), "moved")
+        for job_id in (done, running):  # the fence log of each job's swap
+            store.swap_log.finish(store.swap_log.begin("products", "products_v9", None, 1, job_id), "moved")
 
-    preview = collect_garbage(pipeline, 30 * DAY, dry_run=True)
-    assert {a.job_id for a in store.swap_log.attempts()} == {done, running}, "a dry run deletes nothing"
-    report = collect_garbage(pipeline, 30 * DAY)
-    for r in (preview, report):
-        assert (r.jobs_deleted, r.partitions_deleted, r.dead_letters_deleted, r.verify_runs_deleted) == (2, 4, 1, 2)
-        assert sorted(r.job_ids) == sorted([done, dead]) and r.versions_deleted == [v3]
-        kept = {(k.what, k.name): k.reason for k in r.kept}
-        assert kept == {
-            ("job", running): "RUNNING: running jobs are never deleted",
-            ("index", v1): "the current index of alias 'products'",
-            ("index", v2): f"job {running} is building or may resume it",
+        preview = collect_garbage(pipeline, 30 * DAY, dry_run=True)
+        assert {a.job_id for a in store.swap_log.attempts()} == {done, running}, "a dry run deletes nothing"
+        report = collect_garbage(pipeline, 30 * DAY)
+        for r in (preview, report):
+            assert (r.jobs_deleted, r.partitions_deleted, r.dead_letters_deleted, r.verify_runs_deleted) == (2, 4, 1, 2)
+            assert sorted(r.job_ids) == sorted([done, dead]) and r.versions_deleted == [v3]
+            kept = {(k.what, k.name): k.reason for k in r.kept}
+            assert kept == {
+                ("job", running): "RUNNING: running jobs are never deleted",
+                ("index", v1): "the current index of alias 'products'",
+                ("index", v2): f"job {running} is building or may resume it",
+            }
+        assert remaining_jobs(store) == {
+            running: (J.RUNNING, 2),
+            young: (J.COMPLETED_WITH_ERRORS, 2),
+            foreign: (J.COMPLETED, 2),
         }
-    assert remaining_jobs(store) == {
-        running: (J.RUNNING, 2),
-        young: (J.COMPLETED_WITH_ERRORS, 2),
-        foreign: (J.COMPLETED, 2),
-    }
-    assert target.list_versions("products") == [v1, v2, v4] and target.alias_target("products") == v1
-    assert [d.doc_id for d in store.dead_letters.list(alias="products")] == ["a"], "unresolved letters stay"
-    assert sorted(r.letter.doc_id for r in store.dead_letters.resolved()) == ["c", "z"]
-    assert sorted(r.run_id for r in runs.list()) == ["r3", "r4"], "the newest result of each alias stays"
-    assert [a.job_id for a in store.swap_log.attempts()] == [running], "a deleted job's swap attempts go with it"
+        assert target.list_versions("products") == [v1, v2, v4] and target.alias_target("products") == v1
+        assert [d.doc_id for d in store.dead_letters.list(alias="products")] == ["a"], "unresolved letters stay"
+        assert sorted(r.letter.doc_id for r in store.dead_letters.resolved()) == ["c", "z"]
+        assert sorted(r.run_id for r in runs.list()) == ["r3", "r4"], "the newest result of each alias stays"
+        assert [a.job_id for a in store.swap_log.attempts()] == [running], "a deleted job's swap attempts go with it"
 
 
 def test_a_failed_job_a_rerun_would_resume_is_kept(tmp_path: Path) -> None:
     pipeline = pipeline_on(tmp_path, f"sqlite:///{tmp_path / 'state.db'}", "")
-    store = CoordinationStore(pipeline.coordination_url())
-    failed = job_in(store, [J.FAILED], 3, {"products": "products_v1"})
-    report = collect_garbage(pipeline, 1 * DAY)
-    assert report.jobs_deleted == 0
-    assert [(k.name, k.reason) for k in report.kept] == [(failed, "FAILED: a rerun would still resume it")]
-    assert remaining_jobs(store) == {failed: (J.FAILED, 2)}
+    with open_store(pipeline) as store:
+        failed = job_in(store, [J.FAILED], 3, {"products": "products_v1"})
+        report = collect_garbage(pipeline, 1 * DAY)
+        assert report.jobs_deleted == 0
+        assert [(k.name, k.reason) for k in report.kept] == [(failed, "FAILED: a rerun would still resume it")]
+        assert remaining_jobs(store) == {failed: (J.FAILED, 2)}
 
 
 def test_gc_cli_json_and_bad_spans(tmp_path: Path, cli: Path) -> None:
     pipeline = pipeline_on(tmp_path, f"sqlite:///{tmp_path / 'state.db'}", "")
-    store = CoordinationStore(pipeline.coordination_url())
-    done = job_in(store, [J.READY, J.RUNNING, J.COMPLETED], 3)
+    with open_store(pipeline) as store:
+        done = job_in(store, [J.READY, J.RUNNING, J.COMPLETED], 3)
     config = str(tmp_path / "pipeline.yaml")
     run = run_cli(cli, "gc", "-c", config, "--older-than", "2d", "--json")
     assert run.returncode == 0, run.stderr

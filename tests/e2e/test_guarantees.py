@@ -1,4 +1,4 @@
-"""Guarantees of issue 6, end to end on real Spark, SQLite/PostgreSQL and Tantivy.
+"""What a reindex guarantees, end to end on real Spark, SQLite/PostgreSQL and Tantivy.
 
 * no duplicates when the key sorts under an ICU collation;
 * verify sees every kind of drift it reports (missing, extra, stale, duplicates);
@@ -27,38 +27,38 @@ from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.resources import open_source_url
+from sparkindex.resources import open_source_url, open_store, open_target
 from sparkindex.retry import Backoff
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem
-from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.verify.verifier import VerifyReport, verify_alias
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.e2e.guarantee_helpers import finish_and_wait, pg_table, plant_raw, run_cli, tantivy_body, write_pipeline
-from tests.e2e.shop import execute, make_shop, store_of
+from tests.e2e.shop import execute, make_shop
 
 pytestmark = pytest.mark.slow
 P = PartitionStatus
 
 
 def tantivy(pipeline: Pipeline) -> TantivyTarget:
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
+    """The pipeline's target, which these tests need to be Tantivy's; the caller closes it."""
+    target = open_target(pipeline)
     assert isinstance(target, TantivyTarget)
     return target
 
 
 def verify(pipeline: Pipeline, alias: str) -> VerifyReport:
-    source = open_source_url(pipeline.source_url())
-    plan, _ = resolve_plans(pipeline, source, [alias])[alias]
-    return verify_alias(source, tantivy(pipeline), plan)
+    with open_source_url(pipeline.source_url()) as source, tantivy(pipeline) as target:
+        plan, _ = resolve_plans(pipeline, source, [alias])[alias]
+        return verify_alias(source, target, plan)
 
 
 def built_documents(pipeline: Pipeline, alias: str) -> dict[str, BuiltDocument]:
     """Every document the source builds for *alias*, by id, as the job builds them."""
-    source = open_source_url(pipeline.source_url())
-    plan, _ = resolve_plans(pipeline, source, [alias])[alias]
-    return {d.id: d for d in make_builder(source, plan).page(KeyRange(None, None), None, 100_000).docs}
+    with open_source_url(pipeline.source_url()) as source:
+        plan, _ = resolve_plans(pipeline, source, [alias])[alias]
+        return {d.id: d for d in make_builder(source, plan).page(KeyRange(None, None), None, 100_000).docs}
 
 
 DRIFT = ("missing", "extra", "stale", "duplicates", "unbuildable")
@@ -92,9 +92,10 @@ def test_no_duplicates_under_an_icu_collation(tmp_path: Path, spark: Any, servic
     with pg_table(services["postgres"], ddl, rows, "icu") as table:
         pipeline = write_pipeline(tmp_path, services["postgres"], "labels", table, "    partition_size: 200\n")
         summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
-        assert summary.status == "COMPLETED", store_of(pipeline).job_rows.job(summary.job_id).error_message
+        with open_store(pipeline) as store:
+            assert summary.status == "COMPLETED", store.job_rows.job(summary.job_id).error_message
+            parts = store.partition_rows.partitions(summary.job_id)
         assert summary.indexed == summary.source_rows == 5000
-        parts = store_of(pipeline).partition_rows.partitions(summary.job_id)
         assert len(parts) >= 10, "the key space must really be split"
         assert sum(p.success_count for p in parts) == 5000, "partitions overlap or leave gaps"
         report = verify(pipeline, "labels")
@@ -106,48 +107,48 @@ def test_verify_reports_each_kind_of_drift(tmp_path: Path, spark: Any, cli: Path
     pipeline = make_shop(tmp_path, products=300, partition_size=100)
     summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
     assert summary.status == "COMPLETED" and summary.indexed == 300
-    target = tantivy(pipeline)
-    index = summary.index
-    docs = built_documents(pipeline, "products")
+    with tantivy(pipeline) as target:
+        index = summary.index
+        docs = built_documents(pipeline, "products")
 
-    def variant(doc_id: str, new_id: str, name: str) -> BulkItem:
-        fields = {**(docs[doc_id].fields or {}), "id": docs[doc_id].fields["id"], "name": name}  # type: ignore[index]
-        body = dumps_document(fields)
-        return BulkItem(new_id, body, content_hash(body), fields=fields)
+        def variant(doc_id: str, new_id: str, name: str) -> BulkItem:
+            fields = {**(docs[doc_id].fields or {}), "id": docs[doc_id].fields["id"], "name": name}  # type: ignore[index]
+            body = dumps_document(fields)
+            return BulkItem(new_id, body, content_hash(body), fields=fields)
 
-    extra_id = 'no-such-row|"é'
-    # Through the target's bulk path, as the job writes (a connection that races the service's
-    # exit after finalize is a transient failure, retried).
-    outcome = bulk_with_retries(
-        target,
-        index,
-        [
-            BulkItem("5", op="delete"),  # missing
-            variant("8", extra_id, "a product nobody sells"),  # extra
-            variant("7", "7", "renamed behind the job's back"),  # stale
-        ],
-        retries=5,
-        backoff=Backoff(0.05, 0.5),
-    )
-    assert (outcome.success, outcome.failures) == (3, [])
-    finish_and_wait(target, index)  # no writer service any more: a raw writer may open the directory
-    plant_raw(target.root, index, [tantivy_body(target.root, index, docs["9"])])  # a second copy of "9"
+        extra_id = 'no-such-row|"é'
+        # Through the target's bulk path, as the job writes (a connection that races the service's
+        # exit after finalize is a transient failure, retried).
+        outcome = bulk_with_retries(
+            target,
+            index,
+            [
+                BulkItem("5", op="delete"),  # missing
+                variant("8", extra_id, "a product nobody sells"),  # extra
+                variant("7", "7", "renamed behind the job's back"),  # stale
+            ],
+            retries=5,
+            backoff=Backoff(0.05, 0.5),
+        )
+        assert (outcome.success, outcome.failures) == (3, [])
+        finish_and_wait(target, index)  # no writer service any more: a raw writer may open the directory
+        plant_raw(target.root, index, [tantivy_body(target.root, index, docs["9"])])  # a second copy of "9"
 
-    report = verify(pipeline, "products")
-    # the index holds 300 - 1 deleted + 1 extra + 1 duplicate
-    assert counts(report) == expected(300, 301, missing=1, extra=1, stale=1, duplicates=1)
-    assert {k: v for k, v in report.samples.items() if v} == {
-        "missing": ["5"],
-        "extra": [extra_id],
-        "stale": ["7"],
-        "duplicates": ["9"],
-    }
+        report = verify(pipeline, "products")
+        # the index holds 300 - 1 deleted + 1 extra + 1 duplicate
+        assert counts(report) == expected(300, 301, missing=1, extra=1, stale=1, duplicates=1)
+        assert {k: v for k, v in report.samples.items() if v} == {
+            "missing": ["5"],
+            "extra": [extra_id],
+            "stale": ["7"],
+            "duplicates": ["9"],
+        }
 
-    run = run_cli(cli, "verify", "-c", str(tmp_path / "pipeline.yaml"), "--json")
-    assert run.returncode == 1, run.stderr
-    body = orjson.loads(run.stdout.strip().splitlines()[-1])
-    wanted = {"missing": 1, "extra": 1, "stale": 1, "duplicates": 1, "index_docs": 301, "checked": 300}
-    assert {k: body[k] for k in wanted} == wanted
+        run = run_cli(cli, "verify", "-c", str(tmp_path / "pipeline.yaml"), "--json")
+        assert run.returncode == 1, run.stderr
+        body = orjson.loads(run.stdout.strip().splitlines()[-1])
+        wanted = {"missing": 1, "extra": 1, "stale": 1, "duplicates": 1, "index_docs": 301, "checked": 300}
+        assert {k: body[k] for k in wanted} == wanted
 
 
 # -- 3. finalize refuses to swap on a count mismatch ---------------------------------------------------
@@ -164,11 +165,12 @@ class PlantBeforeFinalize:
     def phase(self, text: str) -> None:
         self.phases.append(text)
         if text.startswith("finalizing"):
-            job = store_of(self.pipeline).job_rows.jobs(["products"])[0]
+            with open_store(self.pipeline) as store:
+                job = store.job_rows.jobs(["products"])[0]
             index = job.targets["products"]
-            target = tantivy(self.pipeline)
-            finish_and_wait(target, index)
-            plant_raw(target.root, index, [tantivy_body(target.root, index, self.doc)])
+            with tantivy(self.pipeline) as target:
+                finish_and_wait(target, index)
+                plant_raw(target.root, index, [tantivy_body(target.root, index, self.doc)])
             self.planted_in = index
 
     def stats(self, stats: dict[str, EntityStats]) -> None:
@@ -185,11 +187,12 @@ def test_finalize_refuses_to_swap_on_a_count_mismatch(tmp_path: Path, spark: Any
     assert planter.planted_in == second.index == "products_v2"
     assert second.status == "FAILED" and second.exit_code == 3
     assert second.indexed == 1201
-    error = store_of(pipeline).job_rows.job(second.job_id).error_message or ""
+    with open_store(pipeline) as store:
+        error = store.job_rows.job(second.job_id).error_message or ""
     assert "products_v2 holds 1,201 documents but its partitions acknowledged 1,200" in error, error
-    target = tantivy(pipeline)
-    assert target.alias_target("products") == "products_v1", "the alias must stay on the previous version"
-    assert target.count("products") == 1200
+    with tantivy(pipeline) as target:
+        assert target.alias_target("products") == "products_v1", "the alias must stay on the previous version"
+        assert target.count("products") == 1200
 
 
 # -- 4. unbuildable rows ------------------------------------------------------------------------------
@@ -203,7 +206,8 @@ def test_unbuildable_rows_are_dead_lettered_and_verify_counts_them(tmp_path: Pat
     summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
     assert summary.status == "COMPLETED_WITH_ERRORS" and summary.exit_code == 1
     assert (summary.failed, summary.indexed, summary.source_rows) == (1, 499, 500)
-    [letter] = store_of(pipeline).dead_letters.list(alias="products")
+    with open_store(pipeline) as store:
+        [letter] = store.dead_letters.list(alias="products")
     assert (letter.doc_id, letter.error_class, letter.job_id) == ("42", "NonFinite", summary.job_id)
     assert "price" in letter.error_message
 
@@ -224,34 +228,37 @@ class InterruptAtFirstPass:
 
 def test_a_changed_config_refuses_to_resume(tmp_path: Path, spark: Any, cli: Path) -> None:
     pipeline = make_shop(tmp_path, products=400, partition_size=100)
-    store = store_of(pipeline)
-    with pytest.raises(KeyboardInterrupt):
-        ReindexJob(pipeline, progress=InterruptAtFirstPass(), spark_factory=lambda: spark).run()
-    [interrupted] = store.job_rows.jobs(["products"])
-    assert (interrupted.status, interrupted.error_message) == (JobStatus.FAILED, "interrupted")
-    assert {p.status for p in store.partition_rows.partitions(interrupted.id)} == {P.PENDING}
+    with open_store(pipeline) as store:
+        with pytest.raises(KeyboardInterrupt):
+            ReindexJob(pipeline, progress=InterruptAtFirstPass(), spark_factory=lambda: spark).run()
+        [interrupted] = store.job_rows.jobs(["products"])
+        assert (interrupted.status, interrupted.error_message) == (JobStatus.FAILED, "interrupted")
+        assert {p.status for p in store.partition_rows.partitions(interrupted.id)} == {P.PENDING}
 
-    path = tmp_path / "pipeline.yaml"
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    relations = raw["indexes"][0]["relations"]
-    raw["indexes"][0]["relations"] = [r for r in relations if r["name"] != "reviews"]  # documents without reviews
-    assert len(raw["indexes"][0]["relations"]) == len(relations) - 1
-    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    changed = load_pipeline(path)
+        path = tmp_path / "pipeline.yaml"
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        relations = raw["indexes"][0]["relations"]
+        raw["indexes"][0]["relations"] = [r for r in relations if r["name"] != "reviews"]  # documents without reviews
+        assert len(raw["indexes"][0]["relations"]) == len(relations) - 1
+        path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        changed = load_pipeline(path)
 
-    with pytest.raises(ConfigError, match="--new"):
-        ReindexJob(changed, spark_factory=lambda: spark).run()
-    run = run_cli(cli, "reindex", "-c", str(path), "--json")
-    assert run.returncode == 2, run.stderr
-    assert "--new" in run.stderr and interrupted.id in run.stderr
-    assert [j.id for j in store.job_rows.jobs(["products"])] == [interrupted.id], "nothing may be planned or resumed"
-    assert store.job_rows.job(interrupted.id).status == JobStatus.FAILED
+        with pytest.raises(ConfigError, match="--new"):
+            ReindexJob(changed, spark_factory=lambda: spark).run()
+        run = run_cli(cli, "reindex", "-c", str(path), "--json")
+        assert run.returncode == 2, run.stderr
+        assert "--new" in run.stderr and interrupted.id in run.stderr
+        assert [j.id for j in store.job_rows.jobs(["products"])] == [interrupted.id], (
+            "nothing may be planned or resumed"
+        )
+        assert store.job_rows.job(interrupted.id).status == JobStatus.FAILED
 
-    fresh = ReindexJob(changed, new=True, spark_factory=lambda: spark).run()
-    assert fresh.status == "COMPLETED" and fresh.job_id != interrupted.id
-    assert fresh.indexed == fresh.source_rows == 400
-    assert store.job_rows.job(interrupted.id).status == JobStatus.FAILED
-    report = verify(changed, "products")
-    assert report.clean and report.index_docs == 400
-    hit = tantivy(changed).search("products", "", limit=1)[0]
-    assert "reviews" not in hit.source, "the new job built documents from the new config"
+        fresh = ReindexJob(changed, new=True, spark_factory=lambda: spark).run()
+        assert fresh.status == "COMPLETED" and fresh.job_id != interrupted.id
+        assert fresh.indexed == fresh.source_rows == 400
+        assert store.job_rows.job(interrupted.id).status == JobStatus.FAILED
+        report = verify(changed, "products")
+        assert report.clean and report.index_docs == 400
+        with tantivy(changed) as target:
+            hit = target.search("products", "", limit=1)[0]
+        assert "reviews" not in hit.source, "the new job built documents from the new config"

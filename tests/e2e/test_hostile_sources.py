@@ -21,9 +21,8 @@ import orjson
 import pytest
 
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.targets.registry import open_target
+from sparkindex.resources import open_store, open_target
 from tests.e2e.guarantee_helpers import pg_table, run_cli, write_pipeline
-from tests.e2e.shop import store_of
 
 pytestmark = pytest.mark.slow
 
@@ -50,9 +49,10 @@ def ci_keys(n: int) -> list[str]:
 
 
 def assert_exact(pipeline: Any, summary: Any, rows: int) -> None:
-    assert summary.status == "COMPLETED", store_of(pipeline).job_rows.job(summary.job_id).error_message
+    with open_store(pipeline) as store:
+        assert summary.status == "COMPLETED", store.job_rows.job(summary.job_id).error_message
+        parts = store.partition_rows.partitions(summary.job_id)
     assert summary.indexed == summary.source_rows == rows
-    parts = store_of(pipeline).partition_rows.partitions(summary.job_id)
     assert len(parts) >= 2, "the key space must really be split"
     assert sum(p.success_count for p in parts) == rows, "partitions overlap or leave gaps"
 
@@ -107,7 +107,7 @@ def test_huge_rows_arrive_whole(tmp_path: Path, spark: Any, cli: Path, services:
         report = verify_json(cli, tmp_path)
         assert (report["missing"], report["stale"], report["extra"], report["duplicates"]) == (0, 0, 0, 0)
         assert report["checked"] == report["index_docs"] == 60
-        target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-        stored = {hit.id: hit.source for hit in target.search("huge", "", limit=100)}
+        with open_target(pipeline) as target:
+            stored = {hit.id: hit.source for hit in target.search("huge", "", limit=100)}
     assert {i: len(stored[str(i)]["body"]) for i in big} == {i: 3_000_000 + i for i in big}
     assert stored["3"]["body"] == rows[3][1] and stored["7"]["note"] is None

@@ -21,11 +21,10 @@ from sparkindex.config import load_pipeline
 from sparkindex.coordination.states import PartitionStatus
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.planning import resolve_plans
-from sparkindex.resources import open_source_url
+from sparkindex.resources import open_source_url, open_store, open_target
 from sparkindex.retry import Backoff
-from sparkindex.targets.registry import open_target
 from sparkindex.worker.bulk import bulk_with_retries
-from tests.e2e.shop import execute, make_shop, store_of
+from tests.e2e.shop import execute, make_shop
 from tests.e2e.test_crashes import kill_driver_mid_job  # the same real-process kill as the Tantivy crash tests
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
 from tests.support.osmem import OsmemCluster
@@ -171,26 +170,26 @@ def test_driver_killed_mid_job_then_rerun_finishes_clean(
     """SIGKILL of the driver (and its process group: Spark's JVM and Python workers) mid-job on
     osmem (a test double); the rerun resumes the same job, never redoes completed partitions."""
     pipeline = shop_on_osmem(tmp_path, osmem_cluster, 3000, 100, batch_size=50, page_size=50)
-    store = store_of(load_pipeline(pipeline))
-    job, before, completed = kill_driver_mid_job(cli, pipeline, store)
-    assert alias_indexes(osmem_cluster, "products") == set(), "no alias before the job completes"
+    with open_store(load_pipeline(pipeline)) as store:
+        job, before, completed = kill_driver_mid_job(cli, pipeline, store)
+        assert alias_indexes(osmem_cluster, "products") == set(), "no alias before the job completes"
 
-    code, summary, err = reindex(cli, pipeline)
-    assert code == 0, err
-    assert (summary["job_id"], summary["status"], summary["index"]) == (job.id, "COMPLETED", "products_v1")
-    assert summary["indexed"] == summary["source_rows"] == 3000
-    after = {p.id: p for p in store.partition_rows.partitions(job.id)}
-    for pid in completed:
-        assert after[pid].claims == before[pid].claims == 1, "a completed partition was read again"
-    code, report = verify(cli, pipeline)
-    assert code == 0, report
-    assert (report["missing"], report["extra"], report["stale"], report["duplicates"], report["checked"]) == (
-        0,
-        0,
-        0,
-        0,
-        3000,
-    )
+        code, summary, err = reindex(cli, pipeline)
+        assert code == 0, err
+        assert (summary["job_id"], summary["status"], summary["index"]) == (job.id, "COMPLETED", "products_v1")
+        assert summary["indexed"] == summary["source_rows"] == 3000
+        after = {p.id: p for p in store.partition_rows.partitions(job.id)}
+        for pid in completed:
+            assert after[pid].claims == before[pid].claims == 1, "a completed partition was read again"
+        code, report = verify(cli, pipeline)
+        assert code == 0, report
+        assert (report["missing"], report["extra"], report["stale"], report["duplicates"], report["checked"]) == (
+            0,
+            0,
+            0,
+            0,
+            3000,
+        )
 
 
 def test_a_document_the_server_rejects_is_dead_lettered_with_exit_code_1(
@@ -233,18 +232,16 @@ def test_an_older_version_never_overwrites_a_newer_one(tmp_path: Path, cli: Path
     assert five["_version"] == 50
 
     loaded = load_pipeline(pipeline)
-    source = open_source_url(loaded.source_url())
-    target = open_target(loaded.target.url, loaded.base_dir, loaded.target.options)
-    plan, _ = resolve_plans(loaded, source, ["products"], target)["products"]
-    builder = make_builder(source, plan)
+    with open_source_url(loaded.source_url()) as source, open_target(loaded) as target:
+        plan, _ = resolve_plans(loaded, source, ["products"], target)["products"]
+        builder = make_builder(source, plan)
 
-    def write_row_5() -> None:
-        docs, failures, missing = builder.by_keys([(5,)])
-        assert failures == [] and missing == [] and len(docs) == 1
-        outcome = bulk_with_retries(target, "products_v1", [docs[0].bulk_item()], 2, Backoff(0.01, 0.1))
-        assert (outcome.success, outcome.failures) == (1, []), "an obsolete write counts as done, not failed"
+        def write_row_5() -> None:
+            docs, failures, missing = builder.by_keys([(5,)])
+            assert failures == [] and missing == [] and len(docs) == 1
+            outcome = bulk_with_retries(target, "products_v1", [docs[0].bulk_item()], 2, Backoff(0.01, 0.1))
+            assert (outcome.success, outcome.failures) == (1, []), "an obsolete write counts as done, not failed"
 
-    try:
         execute(db, "UPDATE products SET name = 'older snapshot', row_version = 49 WHERE id = 5")
         write_row_5()
         five = doc(osmem_cluster, "products", "5")
@@ -254,9 +251,6 @@ def test_an_older_version_never_overwrites_a_newer_one(tmp_path: Path, cli: Path
         write_row_5()
         five = doc(osmem_cluster, "products", "5")
         assert (five["_version"], five["_source"]["name"]) == (51, "newer row")
-    finally:
-        target.close()
-        source.close()
     code, report = verify(cli, pipeline)
     assert (report["missing"], report["stale"], report["extra"]) == (1, 0, 0)  # only the unversioned row
 

@@ -28,9 +28,8 @@ from sparkindex.documents.builder import make_builder
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.keys import document_id
-from sparkindex.resources import open_source_url
+from sparkindex.resources import open_source_url, open_target_url
 from sparkindex.sources.base import KeyRange
-from sparkindex.targets.registry import open_target
 from tests.e2e.shop import make_shop
 from tests.support.osmem import *  # noqa: F403 (the session's osmem-server, a test double)
 from tests.support.osmem import OsmemCluster, OsmemProcess, cloned_cluster, elasticsearch_url
@@ -72,9 +71,9 @@ def shop(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     pipeline = load_pipeline(yaml)
     summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
     assert summary.status == "COMPLETED" and summary.indexed == products
-    source = open_source_url(pipeline.source_url())
-    plan, _ = resolve_plans(pipeline, source, ["products"])["products"]
-    page = make_builder(source, plan).page(KeyRange(None, None), None, products + 1)
+    with open_source_url(pipeline.source_url()) as source:
+        plan, _ = resolve_plans(pipeline, source, ["products"])["products"]
+        page = make_builder(source, plan).page(KeyRange(None, None), None, products + 1)
     assert page.failures == [] and page.rows == products
     return Shop(backend, url, {d.id: d.fields or {} for d in page.docs})
 
@@ -187,25 +186,25 @@ def test_slices_cover_hostile_keys_exactly_once(
     spark: Any, tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
     url = target_url(request, backend, tmp_path / "idx")
-    target = open_target(url, tmp_path)
-    mapping = {"properties": {"a": {"type": "keyword"}, "b": {"type": "long"}, "label": {"type": "text"}}}
-    target.swap("things", target.create_version("things", mapping), None, fence=1)
-    keys = list(itertools.product(HOSTILE_TEXTS, HOSTILE_NUMBERS))
-    rows = [(a, b, f"label {i}") for i, (a, b) in enumerate(keys)]
-    df = spark.createDataFrame(rows, "a string, b long, label string").repartition(3)
-    df.write.format("sparkindex").option("target", url).option("index", "things").option("id_column", "a,b").mode(
-        "append"
-    ).save()
-    assert target.count("things") == len(keys)
+    with open_target_url(url, tmp_path) as target:
+        mapping = {"properties": {"a": {"type": "keyword"}, "b": {"type": "long"}, "label": {"type": "text"}}}
+        target.swap("things", target.create_version("things", mapping), None, fence=1)
+        keys = list(itertools.product(HOSTILE_TEXTS, HOSTILE_NUMBERS))
+        rows = [(a, b, f"label {i}") for i, (a, b) in enumerate(keys)]
+        df = spark.createDataFrame(rows, "a string, b long, label string").repartition(3)
+        df.write.format("sparkindex").option("target", url).option("index", "things").option("id_column", "a,b").mode(
+            "append"
+        ).save()
+        assert target.count("things") == len(keys)
 
-    back = read(spark, url, index="things", partitions="7", page_size="5")
-    assert back.rdd.getNumPartitions() == 7
-    per_slice = back.groupBy(F.spark_partition_id().alias("slice")).count().collect()
-    assert len(per_slice) == 7 and all(r["count"] > 0 for r in per_slice)
-    got = back.toArrow()
-    assert got.num_rows == len(keys)
-    assert sorted(got.column("_id").to_pylist()) == sorted(document_id(k) for k in keys)
-    assert sorted(zip(got.column("a").to_pylist(), got.column("b").to_pylist(), strict=True), key=repr) == sorted(
-        keys, key=repr
-    )
-    assert got.schema.field("b").type == pa.int64()
+        back = read(spark, url, index="things", partitions="7", page_size="5")
+        assert back.rdd.getNumPartitions() == 7
+        per_slice = back.groupBy(F.spark_partition_id().alias("slice")).count().collect()
+        assert len(per_slice) == 7 and all(r["count"] > 0 for r in per_slice)
+        got = back.toArrow()
+        assert got.num_rows == len(keys)
+        assert sorted(got.column("_id").to_pylist()) == sorted(document_id(k) for k in keys)
+        assert sorted(zip(got.column("a").to_pylist(), got.column("b").to_pylist(), strict=True), key=repr) == sorted(
+            keys, key=repr
+        )
+        assert got.schema.field("b").type == pa.int64()

@@ -33,26 +33,29 @@ def _add_column(url: str) -> None:
 
 def test_a_worker_builds_with_the_shipped_plan_not_the_schema_it_finds(tmp_path: Path) -> None:
     pipeline = make_shop(tmp_path, products=300, partition_size=50)
-    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
-    store, job_id, index, plan = plan_job(pipeline, target, "products")
-    _add_column(pipeline.source_url())  # after the driver planned, before any worker ran
-    worker = WorkerContext(pipeline, store).partition_worker(job_id, "run-1", {"products": plan}, "fp-1")
-    outcomes = [worker.run(p.id, "test:pass", take_over_run=False) for p in store.partition_rows.partitions(job_id)]
-    assert {o.status for o in outcomes} == {"completed"}
-    adopt_completed_stages(store, target, job_id, {"products": index})
-    target.finish_version(index)
-    docs = target.read_documents(index, size=1000)
+    with TantivyTarget(TantivyTargetConfig(root=tmp_path / "index")) as target:
+        store, job_id, index, plan = plan_job(pipeline, target, "products")
+        with store, WorkerContext(pipeline, store) as context:
+            _add_column(pipeline.source_url())  # after the driver planned, before any worker ran
+            worker = context.partition_worker(job_id, "run-1", {"products": plan}, "fp-1")
+            parts = store.partition_rows.partitions(job_id)
+            outcomes = [worker.run(p.id, "test:pass", take_over_run=False) for p in parts]
+            assert {o.status for o in outcomes} == {"completed"}
+            adopt_completed_stages(store, target, job_id, {"products": index})
+        target.finish_version(index)
+        docs = target.read_documents(index, size=1000)
     assert len(docs) == 300
     assert not [d.id for d in docs if "late_column" in d.source], "a worker built from the schema it found"
 
 
 def test_a_worker_without_its_alias_plan_refuses(tmp_path: Path) -> None:
     pipeline = make_shop(tmp_path, products=60, partition_size=50)
-    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
-    store, job_id, _, _ = plan_job(pipeline, target, "products")
-    worker = WorkerContext(pipeline, store).partition_worker(job_id, "run-1", {}, "fp-1")
-    with pytest.raises(PermanentError, match="no document plan was shipped for alias 'products'"):
-        worker.run(store.partition_rows.partitions(job_id)[0].id, "test:pass", take_over_run=False)
+    with TantivyTarget(TantivyTargetConfig(root=tmp_path / "index")) as target:
+        store, job_id, _, _ = plan_job(pipeline, target, "products")
+    with store, WorkerContext(pipeline, store) as context:
+        worker = context.partition_worker(job_id, "run-1", {}, "fp-1")
+        with pytest.raises(PermanentError, match="no document plan was shipped for alias 'products'"):
+            worker.run(store.partition_rows.partitions(job_id)[0].id, "test:pass", take_over_run=False)
 
 
 class AlterWhenFinalizing:
@@ -81,5 +84,5 @@ def test_a_schema_change_during_the_job_stops_it_before_the_swap(tmp_path: Path,
     assert listener.altered
     message = str(refused.value)
     assert "products" in message and "schema" in message and "--new" in message, message
-    target = TantivyTarget(TantivyTargetConfig(root=tmp_path / "index"))
-    assert target.alias_target("products") is None, "the version built on the old schema was swapped in"
+    with TantivyTarget(TantivyTargetConfig(root=tmp_path / "index")) as target:
+        assert target.alias_target("products") is None, "the version built on the old schema was swapped in"

@@ -1,4 +1,4 @@
-"""Items the target keeps rejecting as transient are retried later, never written off (issue 16).
+"""Items the target keeps rejecting as transient are retried later, never written off.
 
 A 429 (es_rejected_execution_exception) or a 503 on one item says "not now", not "never": when an
 item is still rejected that way after every retry, its partition is parked (CLOSED, cursor kept)
@@ -21,12 +21,10 @@ import pytest
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.states import JobStatus, PartitionStatus
-from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.planning import resolve_plans
-from sparkindex.resources import open_source_url
+from sparkindex.resources import open_source_url, open_store, open_target_url
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
-from sparkindex.targets.registry import open_target
 from sparkindex.worker.partition import PartitionOutcome, PartitionWorker, WorkerSettings
 from tests.e2e.shop import wait_for
 from tests.e2e.test_opensearch_shop import run
@@ -74,11 +72,12 @@ def test_an_item_still_rejected_after_every_retry_parks_its_partition_and_is_wri
     tmp_path: Path, osmem_cluster: OsmemCluster, fault_proxy: HttpProxy
 ) -> None:
     pipeline = items_pipeline(tmp_path, opensearch_url(fault_proxy))
-    source = open_source_url(pipeline.source_url())
-    plan, mapping = resolve_plans(pipeline, source, ["items"])["items"]
-    target = open_target(pipeline.target.url, tmp_path)
-    store = CoordinationStore(pipeline.coordination_url())
-    try:
+    with (
+        open_source_url(pipeline.source_url()) as source,
+        open_target_url(pipeline.target.url, tmp_path) as target,
+        open_store(pipeline) as store,
+    ):
+        plan, mapping = resolve_plans(pipeline, source, ["items"])["items"]
         job = store.job_rows.create_job(["items"], {"aliases": ["items"]}, "test")
         index = target.create_version("items", mapping)
         store.job_rows.update_job(job.id, targets={"items": index})
@@ -127,8 +126,6 @@ def test_an_item_still_rejected_after_every_retry_parks_its_partition_and_is_wri
         letters = {d.doc_id: d.error_class for d in store.dead_letters.list(job_id=job.id)}
         assert letters == {UNBUILDABLE: "mapper_parsing_exception"}
         assert ids(osmem_cluster, index) == {str(i) for i in range(1, 11)} - {UNBUILDABLE}
-    finally:
-        store.close()
 
 
 @pytest.mark.slow
@@ -148,11 +145,8 @@ def test_a_reindex_whose_item_stays_rejected_fails_without_dead_letters_and_its_
     assert code != 0
     _, dlq, _ = run(cli, "dlq", "list", "-c", str(pipeline_path))
     assert dlq["dead_letters"] == [], "a transient rejection was written off as a dead letter"
-    store = CoordinationStore(load_pipeline(pipeline_path).coordination_url())
-    try:
+    with open_store(load_pipeline(pipeline_path)) as store:
         statuses = sorted(p.status for p in store.partition_rows.partitions(store.job_rows.jobs()[0].id))
-    finally:
-        store.close()
     assert statuses == [P.CLOSED, P.COMPLETED], statuses
 
     fault_proxy.reject_items([BUSY], status=429, times=0)  # the target has room again

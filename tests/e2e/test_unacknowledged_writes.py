@@ -1,4 +1,4 @@
-"""Writes that landed in an index written in place but were never acknowledged (issue 16).
+"""Writes that landed in an index written in place but were never acknowledged.
 
 A search engine (OpenSearch here, on osmem-server, a TEST DOUBLE) is written in place: a bulk
 that lands is in the index whether or not its worker lives to record it. When the worker is
@@ -31,11 +31,10 @@ from sparkindex.coordination.swap_log import MOVED
 from sparkindex.documents.builder import DocumentBuilder, Page, make_builder
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.finalize import finalize_job
-from sparkindex.resources import open_source_url
+from sparkindex.resources import open_source_url, open_store, open_target
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.targets.base import BulkItem
-from sparkindex.targets.registry import open_target
 from sparkindex.targets.target import Target
 from sparkindex.verify.verifier import verify_alias
 from sparkindex.worker.partition import PartitionWorker, WorkerSettings
@@ -77,18 +76,19 @@ def plan_job(
 ) -> tuple[CoordinationStore, str, str, dict[str, int]]:
     """What the driver does before its workers run: lock the alias (recording the fence in the
     target), create the version, record the log position a catch-up starts from, plan the
-    partitions; returns (store, job id, index, fence)."""
-    source = open_source_url(pipeline.source_url())
-    plan, mapping = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
-    store = catch_up.store if catch_up is not None else CoordinationStore(pipeline.coordination_url())
-    fence = {ALIAS: store.locks.acquire(ALIAS, "test-driver", 600)}
-    target.observe_fence(ALIAS, fence[ALIAS])
-    job = store.job_rows.create_job([ALIAS], {"aliases": [ALIAS]}, "test")
-    index = target.create_version(ALIAS, mapping)
-    store.job_rows.update_job(job.id, targets={ALIAS: index})
-    if catch_up is not None:
-        catch_up.record_start(job.id, {ALIAS: index})
-    specs = plan_partitions(source, [EntityPlanInput(plan.config, plan.table, plan.id_columns)], pipeline.job)
+    partitions; returns (store, job id, index, fence). The store is the catch-up's when there is
+    one; else it is opened here, and the caller closes it (``with store:``)."""
+    with open_source_url(pipeline.source_url()) as source:
+        plan, mapping = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
+        store = catch_up.store if catch_up is not None else open_store(pipeline)
+        fence = {ALIAS: store.locks.acquire(ALIAS, "test-driver", 600)}
+        target.observe_fence(ALIAS, fence[ALIAS])
+        job = store.job_rows.create_job([ALIAS], {"aliases": [ALIAS]}, "test")
+        index = target.create_version(ALIAS, mapping)
+        store.job_rows.update_job(job.id, targets={ALIAS: index})
+        if catch_up is not None:
+            catch_up.record_start(job.id, {ALIAS: index})
+        specs = plan_partitions(source, [EntityPlanInput(plan.config, plan.table, plan.id_columns)], pipeline.job)
     store.partition_rows.add_partitions(job.id, specs)
     store.job_rows.transition_job(job.id, JobStatus.READY, fence=fence)
     store.job_rows.transition_job(job.id, JobStatus.RUNNING, fence=fence)
@@ -113,14 +113,16 @@ class DieOnceTheFirstBatchLanded(DocumentBuilder):
 def worker_killed_after_its_first_bulk(pipeline_path: str, job_id: str, index: str, partition_id: str) -> None:
     """A worker process (spawned): runs the partition until its builder kills it."""
     pipeline = load_pipeline(Path(pipeline_path))
-    source = open_source_url(pipeline.source_url())
-    plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    builder = DieOnceTheFirstBatchLanded(source, plan)
-    builder.target, builder.index = target, index
-    store = CoordinationStore(pipeline.coordination_url())
-    worker = PartitionWorker(store, target, lambda _: builder, job_id, RUN, {ALIAS: index}, settings())
-    worker.run(partition_id, "doomed-worker")
+    with (
+        open_source_url(pipeline.source_url()) as source,
+        open_target(pipeline) as target,
+        open_store(pipeline) as store,
+    ):
+        plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
+        builder = DieOnceTheFirstBatchLanded(source, plan)
+        builder.target, builder.index = target, index
+        worker = PartitionWorker(store, target, lambda _: builder, job_id, RUN, {ALIAS: index}, settings())
+        worker.run(partition_id, "doomed-worker")
     raise AssertionError("the worker should have been killed")
 
 
@@ -143,44 +145,45 @@ def kill_a_worker_after_its_first_bulk(pipeline: Pipeline, store: CoordinationSt
 
 def run_the_rest(pipeline: Pipeline, store: CoordinationStore, job_id: str, index: str, target: Target) -> None:
     """Every partition, as the rerun's workers would (the killed one is taken over by its retry)."""
-    source = open_source_url(pipeline.source_url())
-    plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
-    builder = make_builder(source, plan)
-    worker = PartitionWorker(store, target, lambda _: builder, job_id, RUN, {ALIAS: index}, settings())
-    for part in store.partition_rows.partitions(job_id):
-        outcome = worker.run(part.id, "retry-worker")
-        assert outcome.status == "completed", outcome
+    with open_source_url(pipeline.source_url()) as source:
+        plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
+        builder = make_builder(source, plan)
+        worker = PartitionWorker(store, target, lambda _: builder, job_id, RUN, {ALIAS: index}, settings())
+        for part in store.partition_rows.partitions(job_id):
+            outcome = worker.run(part.id, "retry-worker")
+            assert outcome.status == "completed", outcome
 
 
 def test_a_row_deleted_after_its_unacknowledged_write_is_not_left_in_the_index(
     tmp_path: Path, osmem_cluster: OsmemCluster
 ) -> None:
     pipeline = shop_on_osmem(tmp_path, osmem_cluster, products=250)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    store, job_id, index, fence = plan_job(pipeline, target)
-    assert len(store.partition_rows.partitions(job_id)) == 1
+    with open_target(pipeline) as target:
+        store, job_id, index, fence = plan_job(pipeline, target)
+        with store:
+            assert len(store.partition_rows.partitions(job_id)) == 1
 
-    pid = kill_a_worker_after_its_first_bulk(pipeline, store, job_id, index)
-    landed = {doc_id for doc_id, _ in target.scan_hashes(index)}
-    assert len(landed) == PAGE and "7" in landed
-    assert store.write_ahead.entries(pid) == [(1, 1)], "the batch was recorded before it was sent"
-    execute(tmp_path / "shop.db", "DELETE FROM products WHERE id = 7")  # before the redo reads it
-    execute(tmp_path / "shop.db", "UPDATE products SET price = 9e999 WHERE id = 8")  # now unbuildable
+            pid = kill_a_worker_after_its_first_bulk(pipeline, store, job_id, index)
+            landed = {doc_id for doc_id, _ in target.scan_hashes(index)}
+            assert len(landed) == PAGE and "7" in landed
+            assert store.write_ahead.entries(pid) == [(1, 1)], "the batch was recorded before it was sent"
+            execute(tmp_path / "shop.db", "DELETE FROM products WHERE id = 7")  # before the redo reads it
+            execute(tmp_path / "shop.db", "UPDATE products SET price = 9e999 WHERE id = 8")  # now unbuildable
 
-    run_the_rest(pipeline, store, job_id, index, target)
-    assert store.write_ahead.entries(pid) == [], "a complete partition keeps no entries"
-    job = finalize_job(store, target, job_id, fence, {ALIAS: None}, keep_versions=2)
+            run_the_rest(pipeline, store, job_id, index, target)
+            assert store.write_ahead.entries(pid) == [], "a complete partition keeps no entries"
+            job = finalize_job(store, target, job_id, fence, {ALIAS: None}, keep_versions=2)
 
-    assert job.status == JobStatus.COMPLETED_WITH_ERRORS, job.error_message  # row 8 is a dead letter
-    assert target.alias_target(ALIAS) == index
-    held = {doc_id for doc_id, _ in target.scan_hashes(index)}
-    assert "7" not in held and "8" not in held
-    assert len(held) == target.count(index) == 248
-    source = open_source_url(pipeline.source_url())
-    plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
-    report = verify_alias(source, target, plan)
-    assert (report.missing, report.extra, report.stale, report.duplicates) == (1, 0, 0, 0), report.samples
-    assert report.samples["missing"] == report.samples["unbuildable"] == ["8"]
+            assert job.status == JobStatus.COMPLETED_WITH_ERRORS, job.error_message  # row 8 is a dead letter
+            assert target.alias_target(ALIAS) == index
+            held = {doc_id for doc_id, _ in target.scan_hashes(index)}
+            assert "7" not in held and "8" not in held
+            assert len(held) == target.count(index) == 248
+            with open_source_url(pipeline.source_url()) as source:
+                plan, _ = resolve_plans(pipeline, source, [ALIAS])[ALIAS]
+                report = verify_alias(source, target, plan)
+            assert (report.missing, report.extra, report.stale, report.duplicates) == (1, 0, 0, 0), report.samples
+            assert report.samples["missing"] == report.samples["unbuildable"] == ["8"]
 
 
 def test_a_write_lost_after_its_acknowledgement_still_fails_the_count_check(
@@ -188,19 +191,19 @@ def test_a_write_lost_after_its_acknowledgement_still_fails_the_count_check(
 ) -> None:
     """Held < acknowledged on an index written in place: the alias stays where it was."""
     pipeline = shop_on_osmem(tmp_path, osmem_cluster, products=250)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    store, job_id, index, fence = plan_job(pipeline, target)
+    with open_target(pipeline) as target:
+        store, job_id, index, fence = plan_job(pipeline, target)
+        with store:
+            kill_a_worker_after_its_first_bulk(pipeline, store, job_id, index)
+            run_the_rest(pipeline, store, job_id, index, target)
+            assert target.count(index) == 250
+            [result] = target.bulk(index, [BulkItem("9", op="delete")])  # acknowledged, then lost
+            assert result.ok
+            job = finalize_job(store, target, job_id, fence, {ALIAS: None}, keep_versions=2)
 
-    kill_a_worker_after_its_first_bulk(pipeline, store, job_id, index)
-    run_the_rest(pipeline, store, job_id, index, target)
-    assert target.count(index) == 250
-    [result] = target.bulk(index, [BulkItem("9", op="delete")])  # acknowledged, then lost
-    assert result.ok
-    job = finalize_job(store, target, job_id, fence, {ALIAS: None}, keep_versions=2)
-
-    assert job.status == JobStatus.FAILED
-    assert f"{index} holds 249 documents but its partitions acknowledged 250" in (job.error_message or "")
-    assert target.alias_target(ALIAS) is None
+            assert job.status == JobStatus.FAILED
+            assert f"{index} holds 249 documents but its partitions acknowledged 250" in (job.error_message or "")
+            assert target.alias_target(ALIAS) is None
 
 
 @pytest.mark.postgres
@@ -213,26 +216,28 @@ def test_with_a_catch_up_the_undone_write_and_the_replayed_delete_agree(
     shop = make_pg_shop(tmp_path / "shop", services["postgres"], products=250, target=osmem_cluster.opensearch_url)
     try:
         pipeline = one_partition_of_small_batches(shop.directory / "pipeline.yaml")
-        target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-        source = open_source_url(pipeline.source_url())
-        store_ = CoordinationStore(pipeline.coordination_url())
-        catch_up = CatchUp(pipeline, source, store_, [ALIAS], lambda: spark, job_plans(pipeline, source))
-        store, job_id, index, fence = plan_job(pipeline, target, catch_up)
-        assert catch_up.active(job_id), "a sync section: the job catches up"
-        assert len(store.partition_rows.partitions(job_id)) == 1
+        with (
+            open_target(pipeline) as target,
+            open_source_url(pipeline.source_url()) as source,
+            open_store(pipeline) as store_,
+        ):
+            catch_up = CatchUp(pipeline, source, store_, [ALIAS], lambda: spark, job_plans(pipeline, source))
+            store, job_id, index, fence = plan_job(pipeline, target, catch_up)
+            assert catch_up.active(job_id), "a sync section: the job catches up"
+            assert len(store.partition_rows.partitions(job_id)) == 1
 
-        kill_a_worker_after_its_first_bulk(pipeline, store, job_id, index)
-        assert "7" in {doc_id for doc_id, _ in target.scan_hashes(index)}
-        shop.sql("DELETE FROM reviews WHERE product_id = 7", "DELETE FROM products WHERE id = 7")
-        run_the_rest(pipeline, store, job_id, index, target)
-        job = finalize_job(store, target, job_id, fence, {ALIAS: None}, 2, catch_up)
+            kill_a_worker_after_its_first_bulk(pipeline, store, job_id, index)
+            assert "7" in {doc_id for doc_id, _ in target.scan_hashes(index)}
+            shop.sql("DELETE FROM reviews WHERE product_id = 7", "DELETE FROM products WHERE id = 7")
+            run_the_rest(pipeline, store, job_id, index, target)
+            job = finalize_job(store, target, job_id, fence, {ALIAS: None}, 2, catch_up)
 
-        assert job.status == JobStatus.COMPLETED, job.error_message
-        assert target.alias_target(ALIAS) == index
-        [swap] = store.swap_log.attempts(ALIAS)  # the catch-up's hand-over swapped through finalize's swap
-        assert (swap.index, swap.fence, swap.job_id, swap.outcome) == (index, fence[ALIAS], job_id, MOVED)
-        report = shop.verify()
-        assert report.clean and report.index_docs == 249, report.samples
+            assert job.status == JobStatus.COMPLETED, job.error_message
+            assert target.alias_target(ALIAS) == index
+            [swap] = store.swap_log.attempts(ALIAS)  # the catch-up's hand-over swapped through finalize's swap
+            assert (swap.index, swap.fence, swap.job_id, swap.outcome) == (index, fence[ALIAS], job_id, MOVED)
+            report = shop.verify()
+            assert report.clean and report.index_docs == 249, report.samples
     finally:
         drop_pg_shop(shop, services["postgres"])
 

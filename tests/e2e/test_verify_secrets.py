@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from sparkindex.jobs.reindex import ReindexJob
+from sparkindex.resources import open_store
 from sparkindex.verify.ranges import RangeTask, TaskOptions
 from sparkindex.verify.run import run_verify
 from sparkindex.verify.spark_tasks import verify_frame
 from tests.e2e.guarantee_helpers import pg_table, write_pipeline
-from tests.e2e.shop import store_of
 
 PASSWORD = "V3rifyS3cret"
 
@@ -41,5 +41,6 @@ def test_verify_keeps_secrets_out_of_spark_and_the_store(tmp_path: Path, spark: 
         e = executions.apply(i)
         for text in (e.description(), e.details(), e.physicalPlanDescription()):
             assert PASSWORD not in text
-    [run] = store_of(pipeline).verify_runs.list("items")
+    with open_store(pipeline) as store:
+        [run] = store.verify_runs.list("items")
     assert PASSWORD not in str(run.to_dict())

@@ -25,10 +25,11 @@ import pytest
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.jobs.reindex import ReindexJob
+from sparkindex.resources import open_store
 from sparkindex.verify.run import run_verify
 from sparkindex.verify.verifier import VerifyReport
 from tests.e2e.guarantee_helpers import pg_table, run_cli, write_pipeline
-from tests.e2e.shop import make_shop, store_of
+from tests.e2e.shop import make_shop
 from tests.e2e.test_guarantees import icu_keys
 from tests.jobs.planting import built_documents, plant_each_kind
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
@@ -75,7 +76,8 @@ def postgres_hostile(request: pytest.FixtureRequest, tmp_path: Path, services: d
 
 def reindex(pipeline: Pipeline, spark: Any) -> str:
     summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
-    assert summary.status == "COMPLETED", store_of(pipeline).job_rows.job(summary.job_id).error_message
+    with open_store(pipeline) as store:
+        assert summary.status == "COMPLETED", store.job_rows.job(summary.job_id).error_message
     return summary.index
 
 
@@ -98,7 +100,8 @@ def verify_then_repair(pipeline: Pipeline, spark: Any, alias: str, extra_key: tu
     assert counts(before) == counts(found)
     assert after.clean and counts(after) == dict.fromkeys(COUNTED, 0), after.samples
     assert (after.index_docs, after.checked, outcome.exit_code) == (n, n, 0)
-    latest = store_of(pipeline).verify_runs.latest(alias)
+    with open_store(pipeline) as store:
+        latest = store.verify_runs.latest(alias)
     assert latest is not None and (latest.status, latest.repair, latest.run_id) == ("clean", True, outcome.run_id)
 
 

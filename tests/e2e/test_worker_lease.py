@@ -1,4 +1,4 @@
-"""A worker cut off from the store, but not from the target, must stop writing (issue 16).
+"""A worker cut off from the store, but not from the target, must stop writing.
 
 Its claim is only as good as its last heartbeat: once that is older than the job's
 ``claim_timeout_s`` another worker may take the partition over and write newer documents. A
@@ -11,6 +11,7 @@ proxy the test stops), osmem-server (an OpenSearch TEST DOUBLE) behind the fault
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -31,9 +32,8 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.tables import make_tables
 from sparkindex.documents.builder import make_builder
 from sparkindex.documents.planning import resolve_plans
-from sparkindex.resources import open_source_url
+from sparkindex.resources import open_source_url, open_store_url, open_target_url
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
-from sparkindex.targets.registry import open_target
 from sparkindex.worker.partition import PartitionOutcome, PartitionWorker, WorkerSettings
 from tests.coordination.proxy import TcpProxy
 from tests.e2e.guarantee_helpers import pg_table
@@ -141,44 +141,43 @@ def rig(
     claim_timeout_s = float(request.param)
     pg = services["postgres"]
     rows = [(i, "old") for i in range(1, ROWS + 1)]
-    with pg_table(pg, "id integer PRIMARY KEY, body text NOT NULL", rows, "lease") as table:
+    with (
+        pg_table(pg, "id integer PRIMARY KEY, body text NOT NULL", rows, "lease") as table,
+        contextlib.ExitStack() as opened,
+    ):
         pipeline = pipeline_over(tmp_path, pg, table, opensearch_url(fault_proxy), prefix)
-        target_a = open_target(pipeline.target.url, tmp_path)
-        target_b = open_target(osmem_cluster.opensearch_url, tmp_path)
-        source = open_source_url(pipeline.source_url())
+        target_a = opened.enter_context(open_target_url(pipeline.target.url, tmp_path))
+        target_b = opened.enter_context(open_target_url(osmem_cluster.opensearch_url, tmp_path))
+        source = opened.enter_context(open_source_url(pipeline.source_url()))
         plan, mapping = resolve_plans(pipeline, source, ["leased"])["leased"]
-        store = CoordinationStore(pg, prefix)
+        store = opened.enter_context(open_store_url(pg, prefix))
         port = sa.make_url(pg).port or 5432
         store_proxy = TcpProxy("127.0.0.1", port)
         store_proxy.start()
-        store_a = CoordinationStore(pg.replace(f":{port}/", f":{store_proxy.port}/"), prefix)
-        try:
-            job = store.job_rows.create_job(["leased"], {"aliases": ["leased"]}, "test")
-            index = target_b.create_version("leased", mapping)
-            store.job_rows.update_job(job.id, targets={"leased": index})
-            specs = plan_partitions(source, [EntityPlanInput(plan.config, plan.table, plan.id_columns)], pipeline.job)
-            store.partition_rows.add_partitions(job.id, specs)
-            store.job_rows.transition_job(job.id, JobStatus.READY)
-            store.job_rows.transition_job(job.id, JobStatus.RUNNING)
-            [part] = store.partition_rows.partitions(job.id)
-            settings = WorkerSettings(
-                batch_size=1000,
-                retries=3,
-                backoff_initial_s=0.05,
-                backoff_max_s=0.2,
-                claim_timeout_s=claim_timeout_s,
-                max_in_flight=1,
-            )
-            builder_a = make_builder(open_source_url(pipeline.source_url()), plan)
-            builder_b = make_builder(open_source_url(pipeline.source_url()), plan)
-            aliases = {"leased": index}
-            worker_a = PartitionWorker(store_a, target_a, lambda _: builder_a, job.id, "run-1", aliases, settings)
-            worker_b = PartitionWorker(store, target_b, lambda _: builder_b, job.id, "run-1", aliases, settings)
-            yield Rig(pg, table, store, store_proxy, index, part.id, worker_a, worker_b)
-        finally:
-            store_proxy.stop()
-            store_a.close()
-            store.close()
+        opened.callback(store_proxy.stop)
+        store_a = opened.enter_context(open_store_url(pg.replace(f":{port}/", f":{store_proxy.port}/"), prefix))
+        job = store.job_rows.create_job(["leased"], {"aliases": ["leased"]}, "test")
+        index = target_b.create_version("leased", mapping)
+        store.job_rows.update_job(job.id, targets={"leased": index})
+        specs = plan_partitions(source, [EntityPlanInput(plan.config, plan.table, plan.id_columns)], pipeline.job)
+        store.partition_rows.add_partitions(job.id, specs)
+        store.job_rows.transition_job(job.id, JobStatus.READY)
+        store.job_rows.transition_job(job.id, JobStatus.RUNNING)
+        [part] = store.partition_rows.partitions(job.id)
+        settings = WorkerSettings(
+            batch_size=1000,
+            retries=3,
+            backoff_initial_s=0.05,
+            backoff_max_s=0.2,
+            claim_timeout_s=claim_timeout_s,
+            max_in_flight=1,
+        )
+        builder_a = make_builder(opened.enter_context(open_source_url(pipeline.source_url())), plan)
+        builder_b = make_builder(opened.enter_context(open_source_url(pipeline.source_url())), plan)
+        aliases = {"leased": index}
+        worker_a = PartitionWorker(store_a, target_a, lambda _: builder_a, job.id, "run-1", aliases, settings)
+        worker_b = PartitionWorker(store, target_b, lambda _: builder_b, job.id, "run-1", aliases, settings)
+        yield Rig(pg, table, store, store_proxy, index, part.id, worker_a, worker_b)
 
 
 @pytest.mark.postgres

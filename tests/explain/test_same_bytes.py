@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sparkindex.config import load_pipeline
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.keys import document_id
-from sparkindex.targets.registry import open_target
+from sparkindex.resources import open_target
 from tests.e2e.shop import execute, make_shop
 from tests.explain.helpers import explain_json, reindex, shop_on_server, tree
 from tests.fresh_databases import DIALECTS, fresh_database
@@ -33,21 +33,13 @@ HOSTILE_NAME = 'lamp "q" \\ é 日本 \x01 tab\there'
 
 def _stored(config: Path, alias: str) -> dict[str, Any]:
     """id -> the stored document, read back from the index behind the alias."""
-    pipeline = load_pipeline(config)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    try:
+    with open_target(load_pipeline(config)) as target:
         return {d.id: d for d in target.read_documents(alias, size=100_000)}
-    finally:
-        target.close()
 
 
 def _hashes(config: Path, alias: str) -> dict[str, str]:
-    pipeline = load_pipeline(config)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    try:
+    with open_target(load_pipeline(config)) as target:
         return dict(target.scan_hashes(alias))
-    finally:
-        target.close()
 
 
 def _same_as_stored(body: dict[str, Any], hashes: dict[str, str], stored: dict[str, Any]) -> None:

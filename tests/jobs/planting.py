@@ -2,7 +2,9 @@
 
 Documents go through the real builder and the real target (Tantivy's bulk path), exactly as the
 job writes them; a duplicate is a second raw copy of an ``_id`` (no delete first), written once
-the writer service has exited, as in tests/e2e/test_guarantees.py.
+the writer service has exited, as in tests/e2e/test_guarantees.py. Every source and target these
+helpers open is closed before they return; :func:`tantivy` hands its target to the caller, who
+closes it (``with tantivy(pipeline) as target:``).
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ from sparkindex.documents.builder import BuiltDocument, make_builder
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.keys import document_id, sort_key
-from sparkindex.resources import open_source_url
+from sparkindex.resources import open_source_url, open_target
 from sparkindex.retry import Backoff
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem
-from sparkindex.targets.registry import open_target
 from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.targets.target import Target
 from sparkindex.worker.bulk import bulk_with_retries
@@ -30,41 +31,37 @@ from tests.e2e.guarantee_helpers import finish_and_wait, plant_raw, tantivy_body
 KINDS = ("missing", "extra", "stale", "duplicates")
 
 
-def target_of(pipeline: Pipeline) -> Target:
-    return open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-
-
 def tantivy(pipeline: Pipeline) -> TantivyTarget:
-    target = target_of(pipeline)
-    assert isinstance(target, TantivyTarget)
+    """The pipeline's target, which these tests need to be Tantivy's; the caller closes it."""
+    target = open_target(pipeline)
+    assert isinstance(target, TantivyTarget), pipeline.target.url
     return target
 
 
 def built_documents(pipeline: Pipeline, alias: str) -> dict[str, BuiltDocument]:
     """Every document the source builds for *alias*, by id, as the job builds them."""
-    source = open_source_url(pipeline.source_url())
-    plan, _ = resolve_plans(pipeline, source, [alias])[alias]
-    builder = make_builder(source, plan)
-    docs: dict[str, BuiltDocument] = {}
-    after = None
-    while True:
-        page = builder.page(KeyRange(None, None), after, 1000)
-        docs.update((d.id, d) for d in page.docs)
-        if page.rows < 1000:
-            return docs
-        after = page.last_key
+    with open_source_url(pipeline.source_url()) as source:
+        plan, _ = resolve_plans(pipeline, source, [alias])[alias]
+        builder = make_builder(source, plan)
+        docs: dict[str, BuiltDocument] = {}
+        after = None
+        while True:
+            page = builder.page(KeyRange(None, None), after, 1000)
+            docs.update((d.id, d) for d in page.docs)
+            if page.rows < 1000:
+                return docs
+            after = page.last_key
 
 
 def index_without_spark(pipeline: Pipeline, alias: str) -> str:
     """A new version of *alias* holding every document, behind the alias; its name."""
-    source = open_source_url(pipeline.source_url())
-    target = tantivy(pipeline)
-    _, mapping = resolve_plans(pipeline, source, [alias])[alias]
-    index = target.create_version(alias, mapping)
-    write(target, index, [d.bulk_item() for d in built_documents(pipeline, alias).values()])
-    finish_and_wait(target, index)
-    target.swap(alias, index, target.alias_target(alias))
-    return index
+    with open_source_url(pipeline.source_url()) as source, tantivy(pipeline) as target:
+        _, mapping = resolve_plans(pipeline, source, [alias])[alias]
+        index = target.create_version(alias, mapping)
+        write(target, index, [d.bulk_item() for d in built_documents(pipeline, alias).values()])
+        finish_and_wait(target, index)
+        target.swap(alias, index, target.alias_target(alias))
+        return index
 
 
 def write(target: Target, index: str, items: list[BulkItem]) -> None:
@@ -115,7 +112,20 @@ def plant(
     id, id) without a sort key; change *stale*; store a
     second copy of *duplicate* (Tantivy only: a search engine keeps one document per id and
     routing, and osmem, the OpenSearch test double, one per id)."""
-    target = target_of(pipeline)
+    with open_target(pipeline) as target:
+        _plant(target, index, docs, missing, extra, keyless_extra, stale, duplicate)
+
+
+def _plant(
+    target: Target,
+    index: str,
+    docs: dict[str, BuiltDocument],
+    missing: str | None,
+    extra: tuple[str, tuple[object, ...]] | None,
+    keyless_extra: tuple[str, str] | None,
+    stale: str | None,
+    duplicate: str | None,
+) -> None:
     items = []
     if missing is not None:
         items.append(BulkItem(missing, op="delete"))

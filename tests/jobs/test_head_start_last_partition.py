@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from sparkindex.coordination.states import PartitionStatus
-from sparkindex.coordination.store import CoordinationStore
 from sparkindex.jobs import reindex
 from sparkindex.jobs.head_start import HeadStart
 from sparkindex.jobs.reindex import ReindexJob
+from sparkindex.resources import open_store
 from tests.e2e.shop import make_shop
 
 P = PartitionStatus
@@ -38,16 +38,13 @@ class _StopsHoldingThePartition(HeadStart):
 
     def start(self) -> None:  # on the driver's thread: claimed before the driver asks what to run
         p = self.pipeline
-        store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
-        try:
+        with open_store(p) as store:
             [last] = store.partition_rows.partitions(self.job_id, [P.PENDING])
             held = store.partition_rows.claim(
                 last.id, "test:head-start", self.run_id, p.job.claim_timeout_s, take_over_run=False
             )
             assert held is not None and held.status == P.PROCESSING
             self.claimed.append(last.id)
-        finally:
-            store.close()
         self.session.set_result(self.spark)
 
 
@@ -66,10 +63,7 @@ def test_a_partition_the_head_start_left_is_run_by_a_pass(
 
     assert _StopsHoldingThePartition.claimed, "the head start held the partition when the driver asked"
     assert summary.status == "COMPLETED", summary
-    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    try:
+    with open_store(pipeline) as store:
         [part] = store.partition_rows.partitions(summary.job_id)
-        assert part.id == _StopsHoldingThePartition.claimed[0]
-        assert part.status == P.COMPLETED and part.success_count == PRODUCTS
-    finally:
-        store.close()
+    assert part.id == _StopsHoldingThePartition.claimed[0]
+    assert part.status == P.COMPLETED and part.success_count == PRODUCTS

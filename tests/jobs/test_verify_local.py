@@ -8,14 +8,15 @@ built; and a repair that leaves the index clean.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sparkindex.config.model import Pipeline
-from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.planning import resolve_plans
-from sparkindex.resources import open_source_url
+from sparkindex.resources import open_source_url, open_store
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.targets.target import Target
@@ -27,16 +28,21 @@ from tests.jobs.planting import KINDS, built_documents, index_without_spark, pla
 PRODUCTS = 600
 
 
-def verifier(pipeline: Pipeline, target: Target | None = None) -> Verifier:
-    source = open_source_url(pipeline.source_url())
-    target = target or tantivy(pipeline)
-    plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["products"]).items()}
-    store = CoordinationStore(pipeline.coordination_url())
-    return Verifier(source, target, plans, local_runner(LocalResources(source, target, plans, store)), pipeline.job)
+@contextlib.contextmanager
+def verifier(pipeline: Pipeline, target: Target | None = None) -> Iterator[Verifier]:
+    """A verifier over the pipeline's source, store and (unless given) target, open for the block."""
+    with contextlib.ExitStack() as stack:
+        source = stack.enter_context(open_source_url(pipeline.source_url()))
+        target = target or stack.enter_context(tantivy(pipeline))
+        plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["products"]).items()}
+        store = stack.enter_context(open_store(pipeline))
+        runner = local_runner(LocalResources(source, target, plans, store))
+        yield Verifier(source, target, plans, runner, pipeline.job)
 
 
 def verify(pipeline: Pipeline, target: Target | None = None) -> VerifyReport:
-    [report] = verifier(pipeline, target).run()
+    with verifier(pipeline, target) as v:
+        [report] = v.run()
     return report
 
 
@@ -94,13 +100,15 @@ def test_repair_fixes_every_kind_then_verifies_clean(shop: tuple[Pipeline, str])
     pipeline, index = shop
     docs = built_documents(pipeline, "products")
     plant_each_kind(pipeline, index, docs, ("15", "18", "17", "19"), (10**9 + 7,))
-    result = repair(verifier(pipeline), "test-run")
+    with verifier(pipeline) as v:
+        result = repair(v, "test-run")
     [before], [after] = result.before, result.after
     assert drift(before) == no_drift(missing=1, extra=1, stale=1, duplicates=1)
     # indexed: the missing, the stale and the duplicate once more; deleted: the duplicate's copies, the extra
     assert before.repaired == {"indexed": 3, "deleted": 2, "failed": 0}
     assert drift(after) == no_drift() and after.index_docs == PRODUCTS and after.index == index
-    hashes = dict(tantivy(pipeline).scan_hashes(index, ids=["15", "17", "19"]))
+    with tantivy(pipeline) as target:
+        hashes = dict(target.scan_hashes(index, ids=["15", "17", "19"]))
     assert hashes == {i: docs[i].hash for i in ("15", "17", "19")}, "the source's documents are back"
 
 
@@ -113,7 +121,8 @@ def test_extra_documents_without_a_sort_key_are_found_by_a_whole_scan(shop: tupl
     assert report.samples["extra"] == sorted(["1000000000", odd])
     assert report.ranges == {"source": 6, "index": 7}, "six key ranges, then the whole index once"
     assert len(report.notes) == 1 and "scanned whole" in report.notes[0], report.notes
-    result = repair(verifier(pipeline), "keyless")
+    with verifier(pipeline) as v:
+        result = repair(v, "keyless")
     assert result.before[0].repaired == {"indexed": 0, "deleted": 2, "failed": 0}
     assert drift(result.after[0]) == no_drift() and result.after[0].index_docs == PRODUCTS
 
@@ -128,8 +137,8 @@ class NoKeySplits(TantivyTarget):
 def test_a_target_that_cannot_split_keys_is_scanned_as_one_range(shop: tuple[Pipeline, str]) -> None:
     pipeline, index = shop
     plant(pipeline, index, built_documents(pipeline, "products"), extra=("3", (10**9,)))
-    base = tantivy(pipeline)
-    report = verify(pipeline, NoKeySplits(base.config))
+    with tantivy(pipeline) as base, NoKeySplits(base.config) as no_splits:
+        report = verify(pipeline, no_splits)
     assert drift(report) == no_drift(extra=1)
     assert report.ranges == {"source": 6, "index": 1}
     assert len(report.notes) == 1 and "scanned as one range" in report.notes[0], report.notes

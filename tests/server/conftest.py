@@ -104,9 +104,11 @@ def start_server(cli: Path, tmp_path: Path) -> Iterator[Callable[..., ServerProc
 
 
 @pytest.fixture
-def populated(tmp_path: Path) -> Populated:
-    """A store with a finished job and a running one (see store_fixture)."""
-    return populate(tmp_path / "shop")
+def populated(tmp_path: Path) -> Iterator[Populated]:
+    """A store with a finished job and a running one (see store_fixture), closed after the test."""
+    state = populate(tmp_path / "shop")
+    yield state
+    state.close()
 
 
 @pytest.fixture

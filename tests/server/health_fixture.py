@@ -24,10 +24,9 @@ from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import LogGap
 from sparkindex.jobs.reindex import ReindexJob
-from sparkindex.sources.registry import open_source
+from sparkindex.resources import open_source, open_store
 from sparkindex.verify.run import VerifyOutcome, run_verify
 from sparkindex.verify.verifier import LocalResources, local_runner
-from tests.e2e.shop import store_of
 from tests.jobs.planting import built_documents, plant, tantivy
 
 T0 = "2026-01-01 00:00:00"
@@ -105,16 +104,16 @@ def reconciled_gap(pipeline: Pipeline, spark: Any, group: str) -> SyncSummary:
 def verify_in_process(pipeline: Pipeline) -> VerifyOutcome:
     """verify as the CLI runs it (recorded as trigger ``cli``), its ranges run in this process
     instead of Spark tasks: the same range logic, builder, target scans and record."""
-    source = open_source(pipeline.source_url())
-    target = tantivy(pipeline)
-    plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["products"]).items()}
-    runner = local_runner(LocalResources(source, target, plans, store_of(pipeline)))
-    return run_verify(pipeline, runner=runner, trigger="cli")
+    with open_source(pipeline) as source, tantivy(pipeline) as target, open_store(pipeline) as store:
+        plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["products"]).items()}
+        runner = local_runner(LocalResources(source, target, plans, store))
+        return run_verify(pipeline, runner=runner, trigger="cli")
 
 
 def drift_behind_the_index(pipeline: Pipeline) -> dict[str, str]:
     """Delete document 5, change 7, add one for a key no row has; returns the ids by kind."""
-    index = tantivy(pipeline).alias_target("products")
+    with tantivy(pipeline) as target:
+        index = target.alias_target("products")
     assert index is not None
     docs = built_documents(pipeline, "products")
     plant(pipeline, index, docs, missing="5", stale="7", extra=("8", EXTRA_KEY))

@@ -43,11 +43,11 @@ class SourceGate:
 
 def in_store(store: CoordinationStore) -> tuple[str | None, int, dict[str, int]]:
     """The newest products job as the store has it now: status, processed, partitions by state."""
-    jobs = store.jobs(["products"])
+    jobs = store.job_rows.jobs(["products"])
     if not jobs:
         return None, 0, {}
     partitions: dict[str, int] = {}
-    stats = store.stats(jobs[0].id).values()
+    stats = store.partition_stats.stats(jobs[0].id).values()
     for s in stats:
         for state, n in s.partitions.items():
             partitions[state] = partitions.get(state, 0) + n

@@ -34,7 +34,7 @@ def test_one_job_progress_errors_and_timings(server: ServerProcess, populated: P
     body = server.get(f"/api/jobs/{populated.running_job}")
     assert body["job"]["status"] == "RUNNING" and body["job"]["aliases"] == ["products"]
     progress = body["progress"]
-    assert progress["status"] == "RUNNING"  # the OpenMetadata seed's shape, extended
+    assert progress["status"] == "RUNNING"  # OpenMetadata's reindex progress shape, extended
     job_stats, entity = progress["stats"]["jobStats"], progress["stats"]["entityStats"]["products"]
     assert job_stats["totalRecords"] == 40 and job_stats["successRecords"] == 14 and job_stats["failedRecords"] == 1
     assert entity["processedRecords"] == 15 and entity["partitions"] == {"COMPLETED": 1, "PENDING": 2, "PROCESSING": 1}
@@ -139,9 +139,7 @@ def test_sync_consumers_appear_when_a_sync_saves_offsets(server: ServerProcess, 
 
 def test_sync_errors_and_gaps_are_counted_in_metrics(server: ServerProcess, populated: Populated) -> None:
     """Errors of a sync's log reader (a process Spark owns) reach /metrics through the store."""
-    from sparkindex.coordination.sync_events import SyncEvents
-
-    events = SyncEvents(populated.store.engine)
+    events = populated.store.sync_events
     for _ in range(3):
         events.record("shop-sync", "source", "connection refused")
     events.record("shop-sync", "gap", "products: slot gone")
@@ -194,7 +192,7 @@ def test_the_pipeline_is_shown_without_secrets(
 
 def test_running_job_status_is_still_running_in_the_store(populated: Populated) -> None:
     """Guard for the fixture itself: the API tests read a job that really is RUNNING."""
-    assert populated.store.job(populated.running_job).status == JobStatus.RUNNING
+    assert populated.store.job_rows.job(populated.running_job).status == JobStatus.RUNNING
 
 
 @pytest.mark.parametrize(
@@ -244,6 +242,7 @@ def test_reads_and_metrics_on_server_stores(
         wait_for(lambda: bool(server.get("/api/sync")["consumers"]), 30, "the consumer group", every=0.2)
         assert server.get("/api/sync")["consumers"][0]["position"] == "7"
     finally:
+        populated.close()
         engine = make_engine(services[kind])
         make_tables(prefix).metadata.drop_all(engine)
         engine.dispose()

@@ -29,12 +29,13 @@ def test_stop_needs_the_token_and_then_stops_the_job(server: ServerProcess, popu
     assert wrong.status_code == 401 and wrong.json()["error"] == "wrong token"
     not_bearer = server.http.post(path, headers={"Authorization": f"Basic {TOKEN}"})
     assert not_bearer.status_code == 401
-    assert populated.store.job(populated.running_job).status == JobStatus.RUNNING, "refused requests change nothing"
+    job = populated.store.job_rows.job(populated.running_job)
+    assert job.status == JobStatus.RUNNING, "refused requests change nothing"
 
     ok = server.http.post(path, headers=server.auth())
     assert ok.status_code == 200, ok.text
     assert ok.json()["job"]["status"] == "STOPPING"
-    assert populated.store.job(populated.running_job).status == JobStatus.STOPPING
+    assert populated.store.job_rows.job(populated.running_job).status == JobStatus.STOPPING
 
     again = server.http.post(path, headers=server.auth())
     assert again.status_code == 409 and "only a READY or RUNNING job can be stopped" in again.json()["error"]

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from websockets.sync.client import connect
 
-from sparkindex.coordination.sync_events import SyncEvents
-from sparkindex.coordination.verify_runs import VerifyRun, VerifyRuns
+from sparkindex.coordination.verify_runs import VerifyRun
 from tests.e2e.shop import make_shop, wait_for
 from tests.jobs.planting import index_without_spark
 from tests.server import health_fixture as hf
@@ -165,7 +164,7 @@ def test_gaps_and_verify_runs_on_server_stores(
     try:
         server = start_server(populated.config)
         assert server.get("/api/sync/gaps") == {"groups": []}
-        events = SyncEvents(populated.store.engine, prefix)
+        events = populated.store.sync_events
         refused = events.gap_found("g1", "products", "slot 'x' does not exist", 1234, None)
         events.gap_ended(refused, "refused", detail="consumer group 'g1' cannot continue")
         healed = events.gap_found("g1", "products", "slot 'x' does not exist", 1234, 5678)
@@ -173,7 +172,7 @@ def test_gaps_and_verify_runs_on_server_stores(
             healed, "reconciled", position=9999, found={"missing": 2, "stale": 5, "extra": 0, "duplicates": 0}
         )
         events.gap_found("g2", "products", "binlog purged", 77, 80)  # still open
-        VerifyRuns(populated.store).record(
+        populated.store.verify_runs.record(
             [
                 VerifyRun(
                     "run-1", "products", "products_v1", "cli", False, "drift",
@@ -206,6 +205,7 @@ def test_gaps_and_verify_runs_on_server_stores(
         [row] = rows
         assert (row["status"], row["drift_total"], row["samples"]["stale"]) == ("drift", 3, ["4", "5"])
     finally:
+        populated.close()
         engine = make_engine(services[kind])
         _, events_table = make_event_table(prefix)
         for table in (make_gap_table(prefix), events_table, verify_run_table(prefix)):

@@ -16,7 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.sync.client import connect
 
-from tests.e2e.shop import make_shop, store_of, wait_for
+from sparkindex.resources import open_store
+from tests.e2e.shop import make_shop, wait_for
 from tests.server.conftest import ServerProcess
 from tests.server.source_gate import ENDED, SourceGate, in_store
 
@@ -56,7 +57,7 @@ def test_websocket_streams_a_real_reindex_to_completed(
     # shows a partition completed and some still pending, and let go at the first push that shows
     # the job part-way (such a push must come: the pending partitions cannot complete while held).
     gate = SourceGate(tmp_path / "shop" / "shop.db")
-    store = store_of(pipeline)
+    store = open_store(pipeline)  # closed in the finally below, with the gate
     held_at: tuple[int, dict[str, int]] | None = None  # the store when the gate was taken
     try:
         with connect(server.ws_url, open_timeout=30) as ws:
@@ -112,7 +113,7 @@ def test_websocket_streams_a_real_reindex_to_completed(
     assert {j["jobId"] for j in jobs} == {job_id}
     final = jobs[-1]
     assert final["status"] == "COMPLETED", final
-    # the OpenMetadata seed's shape, with processed, docs/s, ETA and partitions by state added
+    # OpenMetadata's reindex progress shape, with processed, docs/s, ETA and partitions by state added
     assert set(final["stats"]) == {"jobStats", "entityStats"}
     total = final["stats"]["jobStats"]
     assert total["totalRecords"] == total["successRecords"] == total["processedRecords"] == PRODUCTS
@@ -142,7 +143,8 @@ def test_websocket_streams_a_real_reindex_to_completed(
     assert action["result"]["indexed"] == PRODUCTS
 
     # the REST views and the metrics agree with the store
-    assert store_of(pipeline).job(job_id).status == "COMPLETED"
+    with open_store(pipeline) as store:
+        assert store.job_rows.job(job_id).status == "COMPLETED"
     detail = server.get(f"/api/jobs/{job_id}")
     assert detail["timings"]["partition_seconds"]["count"] == PARTITIONS
     after = metrics(server)
@@ -165,7 +167,7 @@ def test_websocket_streams_a_real_reindex_to_completed(
     assert counts == sorted(counts) and bulk["+Inf"] >= PRODUCTS // 250
     bulk_sum = [s.value for s in after["sparkindex_bulk_latency_seconds:samples"] if s.name.endswith("_sum")]
     assert bulk_sum and bulk_sum[0] > 0
-    # the seed's error counters (a clean run has none; tests/coordination plants both)
+    # Data Prepper's partition error counters (a clean run has none; tests/coordination plants both)
     assert after["sparkindex_partition_not_found_errors"] == {(): 0.0}
     assert after["sparkindex_partition_update_errors"] == {(): 0.0}
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.shop import make_shop, store_of, wait_for
+from sparkindex.resources import open_store
+from tests.e2e.shop import make_shop, wait_for
 from tests.server.browser import CHROMIUM, Chromium
 from tests.server.conftest import TOKEN, ServerProcess
 from tests.server.source_gate import ENDED, SourceGate, in_store
@@ -83,7 +84,7 @@ def test_page_starts_a_reindex_and_shows_it_live_until_completed(
     seen: list[dict[str, Any]] = []
     shots: dict[str, Path] = {}
     gate = SourceGate(tmp_path / "shop" / "shop.db")
-    store = store_of(pipeline)
+    store = open_store(pipeline)  # closed in the finally below, with the gate
     ended_well_at: list[float] = []  # when the reindex was first seen ended with exit code 0
 
     def reindex_alive() -> None:
@@ -175,7 +176,8 @@ def test_page_starts_a_reindex_and_shows_it_live_until_completed(
     assert any("PROCESSING" in s["cells"] for s in seen), "partitions seen in flight"
     assert any("owner:" in t for s in seen for t in s["titles"]), "the owner shows on hover"
 
-    job = store_of(pipeline).jobs(["products"])[0]
+    with open_store(pipeline) as store:
+        job = store.job_rows.jobs(["products"])[0]
     assert job.status == "COMPLETED"
     actions = server.get("/api/actions")["actions"]
     assert len(actions) == 1 and actions[0]["kind"] == "reindex"
@@ -207,7 +209,11 @@ def test_job_view_shows_errors_as_text_filters_dead_letters_and_stops(
     assert prompt["type"] == "prompt"
     browser.call("Page.handleJavaScriptDialog", {"accept": True, "promptText": TOKEN})
     browser.reply(click)
-    wait_for(lambda: populated.store.job(populated.running_job).status == "STOPPING", 30, "the job to be STOPPING")
+
+    def stopping() -> bool:
+        return bool(populated.store.job_rows.job(populated.running_job).status == "STOPPING")
+
+    wait_for(stopping, 30, "the job to be STOPPING")
     wait_for(lambda: browser.evaluate("document.getElementById('job-status').textContent") == "STOPPING", 30, "badge")
     assert browser.evaluate("document.getElementById('stop').disabled") is True
     keep(browser.screenshot(tmp_path / "sparkindex-page-errors.png"))

@@ -64,7 +64,7 @@ def test_the_api_answers_503_in_one_line_while_the_store_is_down(
 ) -> None:
     admin, database, url = store_database
     populated = populate(tmp_path / "shop", url)
-    populated.store.close()
+    populated.close()
     server = start_server(populated.config)
     assert [j["id"] for j in server.get("/api/jobs")["jobs"]] == [populated.running_job, populated.done_job]
 

@@ -50,11 +50,11 @@ def test_live_jobs_watch_and_final_state(server: ServerProcess, populated: Popul
         store = populated.store
         for index in (0, 2, 3):
             pid = populated.partitions[index]
-            current = store.partition(pid)
-            claim = current if current.status == "PROCESSING" else store.claim(pid, OWNER, "run-2", 60)
+            current = store.partition_rows.partition(pid)
+            claim = current if current.status == "PROCESSING" else store.partition_rows.claim(pid, OWNER, "run-2", 60)
             assert claim is not None
-            store.complete(pid, claim.claim_token, (index * 10 + 10,), success=10)
-        store.transition_job(populated.running_job, JobStatus.COMPLETED)
+            store.partition_rows.complete(pid, claim.claim_token, (index * 10 + 10,), success=10)
+        store.job_rows.transition_job(populated.running_job, JobStatus.COMPLETED)
         ended = next_message(ws, lambda m: any(j["status"] == "COMPLETED" for j in m["jobs"]))
         done = ended["jobs"][0]
         assert (

@@ -240,9 +240,10 @@ def test_key_splits_of_a_large_index_come_from_a_sample(engine: Engine) -> None:
     assert target.key_splits(index, 4) == cuts  # a fixed seed: the same index gives the same cuts
 
 
-# -- a writer's deadline (issue 16: a worker's lease was checked once per bulk, but one bulk is
-# several requests, a request could wait its full timeout, and the client resent dropped ones;
-# any of them could land after another worker had taken the partition over) ------------------
+# -- a writer's deadline (a worker cut off from the store must stop writing, but its lease was
+# checked once per bulk, one bulk is several requests, a request could wait its full timeout, and
+# the client resent dropped ones; any of them could land after another worker had taken the
+# partition over) ----------------------------------------------------------------------------
 def _bulk_requests(engine: Engine) -> int:
     return sum(1 for _, path in engine.proxy.requests if "/_bulk" in path)
 

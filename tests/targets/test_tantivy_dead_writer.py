@@ -1,8 +1,8 @@
 """A writer service whose Tantivy writer died writes no document off (found by the chaos
-campaign, seed 1 trial 16 on 906f5a9: the disk under a Tantivy index was full for 10 s while a
-sync applied; once there was room, the dead writer's next ``add_json`` raised "An index writer
-was killed", the rollback that undoes a rejected document succeeded, and the document went to the
-dead letters as "MappingRejected").
+campaign: the disk under a Tantivy index was full for 10 s while a sync applied; once there was
+room, the dead writer's next ``add_json`` raised "An index writer was killed", the rollback that
+undoes a rejected document succeeded, and the document went to the dead letters as
+"MappingRejected").
 
 The writer's death cannot be timed from a test (it dies in a background flush), so the writer
 here is Tantivy's own, and only the signal of its death is played: ``add_json`` raises the exact

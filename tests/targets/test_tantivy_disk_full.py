@@ -1,5 +1,5 @@
 """Tantivy on a full disk: what fails is the disk, never the documents (found by the chaos
-campaign, seed 1 trial 6: a disk filled under the index killed a stage's writer, and every later
+campaign: a disk filled under the index killed a stage's writer, and every later
 document of that attempt was dead-lettered as "MappingRejected").
 
 A writer whose indexing thread hit ENOSPC is dead; tantivy-py then answers every ``add_json``
@@ -109,8 +109,8 @@ def test_a_reindex_onto_a_full_disk_says_so_and_exits_3(tmp_path: Path, cli: Pat
 def test_adopting_stages_on_a_full_disk_is_transient_and_a_retry_adopts_them(disk: SmallDisk) -> None:
     """The finish adopts the sealed stages by rewriting the version's meta.json and its list of
     managed files. On a full disk that is a transient error naming the version (exit 3, a rerun
-    finishes the job), not an OSError the CLI prints as a traceback (chaos seed 3, trial 1: the
-    disk filled while the driver finished). Once there is room, the same adoption adds every
+    finishes the job), not an OSError the CLI prints as a traceback (found by the chaos campaign:
+    the disk filled while the driver finished). Once there is room, the same adoption adds every
     document, once."""
     target = TantivyTarget(TantivyTargetConfig(root=disk.path / "index", stage_heap_mb=16, writer_threads=1))
     index = target.create_version("shop", MAPPING)

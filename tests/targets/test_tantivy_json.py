@@ -1,4 +1,4 @@
-"""The Tantivy conversion's spliced path indexes what the encoding before it did (issue 19).
+"""The Tantivy conversion's spliced path (a speed-up) indexes what the encoding before it did.
 
 ``to_tantivy_json`` appends overrides to the canonical bytes instead of encoding the document
 again (:func:`sparkindex.targets.tantivy.schema._spliced`). That relies on Tantivy reading a

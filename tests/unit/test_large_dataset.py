@@ -1,6 +1,6 @@
 """The large-documents generator builds what the benchmark claims to measure.
 
-Issue 6's figures are about documents of about 2 KB with about 4 nested children and a
+The benchmark's figures are about documents of about 2 KB with about 4 nested children and a
 three-level object chain; if the generator drifted, the benchmark would silently measure
 something else. Built through the pipeline's own builder, so the sizes are the indexed ones.
 """

@@ -1,6 +1,6 @@
 """One-line summaries of errors that crossed Spark: a Python worker's traceback arrives inside the
 JVM's message, and the line the operator reads must carry its cause, not the word "Traceback"
-(the chaos campaign, seed 1 trial 4, flagged a sync whose restart warning printed one)."""
+(the chaos campaign flagged a sync whose restart warning printed one)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A takeover noticed by an attempt ends the deadline its bulks write under at once (issue 16
+"""A takeover noticed by an attempt ends the deadline its bulks write under at once (found in
 review: the lease's deadline ignored a noticed takeover, so the chunks of a bulk already on its way
 were still sent to an index the new owner was writing). Real SQLite store, no target needed."""
 

@@ -29,16 +29,9 @@ from sparkindex.api.results import (
     StopResult,
 )
 from sparkindex.api.session import borrowed
-from sparkindex.config.model import Pipeline
 from sparkindex.errors import UsageError
 
 __all__ = ["apply_deferred", "dead_letters", "drop_slot", "gc", "init", "redrive", "search", "stop"]
-
-
-def _store(pipeline: Pipeline) -> Any:
-    from sparkindex.coordination.store import CoordinationStore
-
-    return CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
 
 
 def dead_letters(
@@ -49,13 +42,12 @@ def dead_letters(
     limit: int = 100,
 ) -> DeadLettersResult:
     """The dead letters of the aliases (``dlq list``), newest first, at most *limit* per alias."""
+    from sparkindex.resources import open_store
+
     p = load(pipeline)
     chosen = aliases_of(p, aliases)
-    store = _store(p)
-    try:
+    with open_store(p) as store:
         letters = [d for a in chosen for d in store.dead_letters.list(alias=a, limit=limit, error_class=error_class)]
-    finally:
-        store.close()
     return DeadLettersResult(tuple(letters))
 
 
@@ -127,30 +119,24 @@ def stop(pipeline: PipelineArg, aliases: Sequence[str] | None = None) -> StopRes
     their partitions back; a later reindex resumes it). Nothing running raises UsageError."""
     from sparkindex.capture.control import request_sync_stop
     from sparkindex.jobs.control import request_stop
+    from sparkindex.resources import open_store
 
     p = load(pipeline)
     chosen = aliases_of(p, aliases)
-    store = _store(p)
-    try:
+    with open_store(p) as store:
         holder = request_sync_stop(store, p)
         if holder is not None:
             return StopResult("sync", holder, "stopping")
         job = request_stop(store, chosen)
         return StopResult("reindex", job.id, str(job.status))
-    finally:
-        store.close()
 
 
 def search(pipeline: PipelineArg, alias: str, query: str, limit: int = 10) -> SearchResult:
     """Search an alias (or an index) of the pipeline's target (``sparkindex search``)."""
-    from sparkindex.targets.registry import open_target
+    from sparkindex.resources import open_target
 
-    p = load(pipeline)
-    target = open_target(p.target.url, p.base_dir, p.target.options)
-    try:
+    with open_target(load(pipeline)) as target:
         return SearchResult(tuple(target.search(alias, query, limit)))
-    finally:
-        target.close()
 
 
 def init(

@@ -1,6 +1,7 @@
 """``sparkindex``: init, check, explain, demo, reindex, sync, status, stop, verify, search, dlq, gc, serve.
 
-Exit codes (DESIGN.md): 0 done, 1 done with errors or drift, 2 bad usage or config, 3 failed/stopped.
+Exit codes, the same for every command: 0 done, 1 done with errors or drift, 2 bad usage or config,
+3 failed/stopped.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``sparkindex check``: a preflight of everything a run needs (issue 18).
+"""``sparkindex check``: a preflight of everything a run needs, before the run finds out.
 
 One line per check, OK/WARN/FAIL, with what to do about it; ``--json`` prints
 ``{"checks": [{"name", "status", "detail", "fix"}], "ok"}`` as the last line of stdout (``ok``:

@@ -1,4 +1,4 @@
-"""``sparkindex explain``: what a document will look like, and how it is built (issue 18).
+"""``sparkindex explain``: what a document will look like, and how it is built, before any run.
 
 The work is :func:`sparkindex.api.explain`'s; this module renders its result: sections for a
 reader, or with ``--json`` the result's ``to_dict()`` on the last line for a script. A row that cannot be indexed

@@ -1,4 +1,4 @@
-"""``sparkindex init``: write a pipeline for an existing database from its schema (issue 18).
+"""``sparkindex init``: write a pipeline for an existing database from its schema.
 
 The file goes to ``-o`` (``-`` for standard output); what was chosen, and what to run next, goes
 to standard error, so that ``init -o - > p.yaml`` captures the pipeline alone. An existing file

@@ -75,22 +75,6 @@ class CoordinationStore:
         # what the server reads: a sync's errors and gaps, and verify's results
         self.sync_events = SyncEvents(engine, tables.prefix, opened=True)
         self.verify_runs = VerifyRuns(self)
-        # Until the callers that still use the flat names are converted (src/sparkindex/jobs
-        # control.py, gc.py, progress.py, status.py, server/control.py, tests/server and
-        # tests/capture), these delegate to the concept that owns them. New code names the concept.
-        self.create_job = self.job_rows.create_job
-        self.job = self.job_rows.job
-        self.jobs = self.job_rows.jobs
-        self.transition_job = self.job_rows.transition_job
-        self.update_job = self.job_rows.update_job
-        self.add_partitions = self.partition_rows.add_partitions
-        self.partition = self.partition_rows.partition
-        self.partitions = self.partition_rows.partitions
-        self.claim = self.partition_rows.claim
-        self.save_progress = self.partition_rows.save_progress
-        self.complete = self.partition_rows.complete
-        self.fail = self.partition_rows.fail
-        self.stats = self.partition_stats.stats
 
     def now(self) -> float:
         """The store's clock (:func:`~.base.store_now`): what leases and parked partitions are judged on."""

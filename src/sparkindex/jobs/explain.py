@@ -1,6 +1,6 @@
 """``sparkindex explain``: one real document, its mapping, how it is built, and the partition plan.
 
-Why: nobody shows the document before the first full run (issue 18). A user who adds a relation
+Why: nothing else shows the document before the first full run. A user who adds a relation
 or a field override wants to see the result in seconds, not after a job. So this runs the
 reindex's own code, not a look-alike: the plan and mapping from :func:`~sparkindex.documents.planning.resolve_plan`,
 the builder from :func:`~sparkindex.documents.builder.choose_builder` (the very class Spark tasks
@@ -34,8 +34,8 @@ from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.errors import ConfigError, DocumentError, UsageError
 from sparkindex.jobs.explain_partitions import PartitionPlan, explain_partitions
 from sparkindex.keys import document_id
+from sparkindex.resources import open_source
 from sparkindex.sources.base import KeyRange, Source
-from sparkindex.sources.registry import open_source
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,7 @@ def explain(pipeline: Pipeline, alias: str | None = None, doc_id: str | None = N
     """Explain index *alias* (the pipeline's first when None) with the document *doc_id* (the
     first by key when None). Unknown aliases and ids raise :class:`UsageError` (exit 2)."""
     i, cfg = _index(pipeline, alias)
-    source = _open_source(pipeline)
-    try:
+    with _open_source(pipeline) as source:
         plan, mapping = resolve_plan(source, cfg, f"{pipeline.origin}: indexes[{i}]")
         check_target_capabilities(pipeline, {cfg.alias: (plan, mapping)})
         choice = choose_builder(source, plan)
@@ -125,8 +124,6 @@ def explain(pipeline: Pipeline, alias: str | None = None, doc_id: str | None = N
             settings=cfg.settings.to_target(),
             partitions=explain_partitions(source, plan, pipeline.job),
         )
-    finally:
-        source.close()
 
 
 def _index(pipeline: Pipeline, alias: str | None) -> tuple[int, IndexConfig]:
@@ -141,7 +138,7 @@ def _open_source(pipeline: Pipeline) -> Source:
         database = sa.make_url(url).database
         if database and not database.startswith(":memory:") and not Path(database).exists():
             raise ConfigError(f"{pipeline.origin}: source.url: the SQLite file {database} does not exist")
-    return open_source(url, pipeline.job.source_timeout_s)
+    return open_source(pipeline)
 
 
 @contextlib.contextmanager

@@ -22,9 +22,8 @@ from sparkindex.coordination.records import JobRecord
 from sparkindex.coordination.retention import Kept, Retention, classify_jobs
 from sparkindex.coordination.states import FINISHED_JOB_STATES, JobStatus
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.documents.planning import selected_aliases
-from sparkindex.targets.registry import open_target
+from sparkindex.resources import open_store, open_target
 from sparkindex.targets.writer import TargetWriter
 
 #: job ids listed in the report at most (the count is always whole)
@@ -55,23 +54,18 @@ def collect_garbage(
         raise ValueError("--older-than must be positive")
     now = time.time() if now is None else now
     report = GcReport(older_than_s, now - older_than_s, dry_run)
-    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    target = open_target(pipeline.target.url, pipeline.base_dir, pipeline.target.options)
-    try:
+    with open_store(pipeline) as store, open_target(pipeline) as target:
         aliases = selected_aliases(pipeline, None)
         _jobs(store, pipeline, report, now)
         report.dead_letters_deleted = store.dead_letters.delete_resolved_before(report.cutoff, aliases, dry_run)
-        report.verify_runs_deleted = VerifyRuns(store).delete_before(report.cutoff, aliases, dry_run=dry_run)
+        report.verify_runs_deleted = store.verify_runs.delete_before(report.cutoff, aliases, dry_run=dry_run)
         _versions(store, target, pipeline, report)
-    finally:
-        target.close()
-        store.close()
     return report
 
 
 def _jobs(store: CoordinationStore, pipeline: Pipeline, report: GcReport, now: float) -> None:
     mine = set(selected_aliases(pipeline, None))  # a store may be shared: other pipelines' jobs stay
-    jobs = [j for j in store.jobs() if set(j.aliases) <= mine]
+    jobs = [j for j in store.job_rows.jobs() if set(j.aliases) <= mine]
     doomed, kept = classify_jobs(jobs, report.cutoff, now, pipeline.job.recovery_max_age_s)
     report.kept += kept
     retention = Retention(store)
@@ -95,7 +89,7 @@ def _versions(store: CoordinationStore, target: TargetWriter, pipeline: Pipeline
     """Versions beyond ``keep_versions`` per alias, never the current one or one a job still needs."""
     keep = pipeline.job.keep_versions
     age = pipeline.job.recovery_max_age_s
-    building = {ix: job.id for job in store.jobs() if _needs_versions(job, age) for ix in job.targets.values()}
+    building = {ix: job.id for job in store.job_rows.jobs() if _needs_versions(job, age) for ix in job.targets.values()}
     for alias in selected_aliases(pipeline, None):
         current = target.alias_target(alias)
         versions = target.list_versions(alias)

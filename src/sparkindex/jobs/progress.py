@@ -49,7 +49,7 @@ class StatsPoller:
 
     def poll(self) -> None:
         try:
-            self.listener.stats(self.store.stats(self.job_id))
+            self.listener.stats(self.store.partition_stats.stats(self.job_id))
         except (SQLAlchemyError, TransientError) as exc:  # on the poller's thread: a warning, never a traceback
             log.warning("progress poll failed: %s", error_line(exc))
 

@@ -28,10 +28,9 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, make_builder
 from sparkindex.documents.planning import resolve_plans, selected_aliases
 from sparkindex.documents.source_lookup import SourceLookup
+from sparkindex.resources import open_source, open_store, open_target
 from sparkindex.retry import Backoff
-from sparkindex.sources.registry import open_source
 from sparkindex.targets.base import BulkItem
-from sparkindex.targets.registry import open_target
 from sparkindex.targets.writer import TargetWriter
 from sparkindex.worker.bulk import bulk_with_retries
 
@@ -159,10 +158,7 @@ def redrive(
     p = pipeline
     chosen = selected_aliases(p, aliases)
     report = RedriveReport(str(uuid.uuid4()), ",".join(aliases) if aliases else None, error_class)
-    store = CoordinationStore(p.coordination_url(), p.coordination.prefix)
-    source = open_source(p.source_url(), p.job.source_timeout_s)
-    target = open_target(p.target.url, p.base_dir, p.target.options)
-    try:
+    with open_store(p) as store, open_source(p) as source, open_target(p) as target:
         total = sum(store.dead_letters.count_matching(a, error_class) for a in chosen)
         done = 0
         if on_progress is not None:
@@ -189,10 +185,6 @@ def redrive(
                 done += len(letters)
                 if on_progress is not None:
                     on_progress(done, total)
-    finally:
-        source.close()
-        target.close()
-        store.close()
     report.seconds = round(time.monotonic() - started, 3)
     return report
 

@@ -11,16 +11,15 @@ from typing import Any
 
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.documents.planning import selected_aliases
 from sparkindex.jobs.control import latest_job
+from sparkindex.resources import open_store
 
 
 def _last_verify(store: CoordinationStore, aliases: Sequence[str]) -> dict[str, Any]:
-    runs = VerifyRuns(store)
     found = {}
     for alias in aliases:
-        r = runs.latest(alias)
+        r = store.verify_runs.latest(alias)
         if r is not None:
             found[alias] = {k: v for k, v in r.to_dict().items() if k not in ("report", "alias")}
     return found
@@ -28,14 +27,13 @@ def _last_verify(store: CoordinationStore, aliases: Sequence[str]) -> dict[str, 
 
 def status_report(pipeline: Pipeline, aliases: Sequence[str] | None = None) -> dict[str, Any]:
     chosen = selected_aliases(pipeline, aliases)
-    store = CoordinationStore(pipeline.coordination_url(), pipeline.coordination.prefix)
-    try:
+    with open_store(pipeline) as store:
         job = latest_job(store, chosen)
         verified = _last_verify(store, chosen)
         if job is None:
             message = f"no reindex job has run for {', '.join(chosen)} yet; start one with `sparkindex reindex`"
             return {"job_id": None, "status": None, "aliases": chosen, "message": message, "verify": verified}
-        stats = store.stats(job.id)
+        stats = store.partition_stats.stats(job.id)
         return {
             "job_id": job.id,
             "status": str(job.status),
@@ -48,5 +46,3 @@ def status_report(pipeline: Pipeline, aliases: Sequence[str] | None = None) -> d
             "dead_letters": store.dead_letters.count(job.id),
             "verify": verified,
         }
-    finally:
-        store.close()

@@ -28,7 +28,7 @@ import orjson
 
 from sparkindex.config.secrets import redact_url
 
-#: What an exit code means (DESIGN.md's contract for every command).
+#: What an exit code means; every command keeps to these (:mod:`sparkindex.cli.app`).
 OUTCOMES = {0: "done", 1: "done with errors", 2: "bad usage or config", 3: "failed or stopped"}
 _KEEP = 100  # finished actions remembered
 _TAIL = 4000  # characters of stderr kept for the page

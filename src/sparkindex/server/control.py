@@ -83,7 +83,7 @@ def _stop(state: ServerState, job_id: str) -> dict[str, Any]:
     if job.status not in STOPPABLE:
         raise BadRequest(f"job {job_id} is {job.status}: only a READY or RUNNING job can be stopped", status=409)
     try:
-        stopped = state.store.transition_job(job.id, JobStatus.STOPPING)
+        stopped = state.store.job_rows.transition_job(job.id, JobStatus.STOPPING)
     except (IllegalTransition, LockLost) as exc:  # it moved on between the read and the write
         raise BadRequest(f"job {job_id} could not be stopped: {exc}", status=409) from None
     return job_row(stopped)

@@ -3,13 +3,15 @@
 Executors are short-lived Python processes on other machines; nobody can scrape them. Everything
 they do ends up in the store (claims, counts, states, timings), so one collector turns the store
 into metrics when Prometheus asks. Counters are totals over the jobs the store still holds: a
-``gc`` of old jobs lowers them, which Prometheus reads as a counter reset. The Data Prepper seed's
-partition metrics keep their names, in snake_case with a ``sparkindex_`` prefix, except where
-Prometheus's conventions forbid them (``promtool check metrics``): their HELP text names the seed's.
+``gc`` of old jobs lowers them, which Prometheus reads as a counter reset. The partition metrics
+of Data Prepper's source coordination (its nodes share partitions of work through a store, as
+sparkindex's workers do) keep their names, in snake_case with a ``sparkindex_`` prefix, except
+where Prometheus's conventions forbid them (``promtool check metrics``): their HELP text names
+Data Prepper's.
 
-Not derivable from the store (yet): bulk latency (workers do not record it; the histogram here is
-of whole partitions), and the seed's partition_not_found / partition_update error counts (workers
-do not record them): those two families are exported without samples rather than as false zeros.
+Bulk latency (as the partition workers timed their requests, over recent jobs) and Data Prepper's
+partition_not_found / partition_update error counts come from the store too: the workers record
+them on their partitions and jobs.
 """
 
 from __future__ import annotations
@@ -64,41 +66,43 @@ class StoreCollector(Collector):
         for status in PartitionStatus:
             parts.add_metric([str(status)], snap.partitions_by_status.get(str(status), 0))
         yield parts
-        # The seed's partitionsCreatedCount and partitionsAcquiredCount lose their "Count": only a
+        # Data Prepper's partitionsCreatedCount and partitionsAcquiredCount lose their "Count": only a
         # histogram's or summary's series may end in _count (promtool check metrics), and a
         # counter named *_created would read as another counter's creation time in OpenMetrics.
         yield _counter(
             "sparkindex_partitions_planned",
-            "partitions planned (seed: partitionsCreatedCount)",
+            "partitions planned (Data Prepper: partitionsCreatedCount)",
             snap.partitions_created,
         )
         yield _counter(
-            "sparkindex_partitions_acquired", "claims of partitions by workers (seed: partitionsAcquired)", snap.claims
+            "sparkindex_partitions_acquired",
+            "claims of partitions by workers (Data Prepper: partitionsAcquired)",
+            snap.claims,
         )
         yield GaugeMetricFamily(
             "sparkindex_partitions_held",
-            "partitions held by a worker now, PROCESSING (seed: partitionsAcquiredCount)",
+            "partitions held by a worker now, PROCESSING (Data Prepper: partitionsAcquiredCount)",
             value=snap.partitions_by_status.get(str(PartitionStatus.PROCESSING), 0),
         )
         yield _counter(
             "sparkindex_partitions_completed",
-            "partitions COMPLETED (seed: partitionsCompleted)",
+            "partitions COMPLETED (Data Prepper: partitionsCompleted)",
             snap.partitions_by_status.get(str(PartitionStatus.COMPLETED), 0),
         )
         yield _counter(
             "sparkindex_partitions_closed",
-            "times a partition was parked CLOSED, target down (seed: partitionsClosed)",
+            "times a partition was parked CLOSED, target down (Data Prepper: partitionsClosed)",
             snap.closed,
         )
         yield _counter("sparkindex_partition_retries", "failed partition attempts retried", snap.retries)
         yield _counter(
             "sparkindex_partition_not_found_errors",
-            "workers given a partition the store no longer held (seed: partitionNotFoundErrors)",
+            "workers given a partition the store no longer held (Data Prepper: partitionNotFoundErrors)",
             snap.not_found,
         )
         yield _counter(
             "sparkindex_partition_update_errors",
-            "partition updates refused: another claim owned it (seed: partitionUpdateErrors)",
+            "partition updates refused: another claim owned it (Data Prepper: partitionUpdateErrors)",
             snap.update_errors,
         )
         hist = HistogramMetricFamily(

@@ -1,4 +1,5 @@
-"""A job's progress in the OpenMetadata seed's shape, with docs/s and ETA from the server's samples.
+"""A job's progress in the shape OpenMetadata's search-indexing application reports it, with docs/s
+and ETA from the server's samples.
 
 The store holds counts, not speeds. The server samples each live job's processed counts every
 tick and derives docs/s over a sliding window: counts move in steps (a partition saves its cursor
@@ -95,8 +96,8 @@ def _figures(
 def job_progress(
     job: JobRecord, stats: dict[str, EntityStats], tracker: RateTracker, dead_letters: int, now: float | None = None
 ) -> dict[str, Any]:
-    """The seed's ``{"status", "stats": {"jobStats", "entityStats"}}`` with processed counts, docs/s,
-    ETA and partitions by state added at both levels."""
+    """OpenMetadata's reindex progress, ``{"status", "stats": {"jobStats", "entityStats"}}``, with
+    processed counts, docs/s, ETA and partitions by state added at both levels."""
     now = time.time() if now is None else now
     finished = job.completed_at is not None and str(job.status) not in ("RUNNING", "READY", "STOPPING")
     elapsed = None

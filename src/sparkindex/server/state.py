@@ -3,6 +3,7 @@ token guard, the running commands and the progress samples."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,13 +14,13 @@ from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.offsets import ConsumerOffsets
 from sparkindex.coordination.store import CoordinationStore
-from sparkindex.coordination.sync_events import SyncEvent, SyncEvents
+from sparkindex.coordination.sync_events import SyncEvent
 from sparkindex.coordination.views import StoreViews, SyncConsumer
 from sparkindex.errors import SparkIndexError
+from sparkindex.resources import open_store, open_target
 from sparkindex.server.actions import ActionRunner, env_for_children
 from sparkindex.server.auth import Guard
 from sparkindex.server.progress import RateTracker
-from sparkindex.targets.registry import open_target
 from sparkindex.targets.target import Target
 
 log = logging.getLogger(__name__)
@@ -36,29 +37,37 @@ class ServerState:
     tracker: RateTracker = field(default_factory=RateTracker)
     tick_s: float = 2.0
     _offsets: ConsumerOffsets | None = None
-    _events: SyncEvents | None = None
     _target: Target | None = None
 
     @classmethod
     def open(cls, pipeline: Pipeline, config_path: Path, guard: Guard, tick_s: float = 2.0) -> ServerState:
-        url, prefix = pipeline.coordination_url(), pipeline.coordination.prefix
-        store = CoordinationStore(url, prefix)  # creates or upgrades the schema before any read
+        """The state of one server; it holds the store (and later the target) for the server's
+        whole life, so :meth:`close` (the app's lifespan calls it at shutdown) is what closes them."""
+        store = open_store(pipeline)  # creates or upgrades the schema before any read
+        try:
+            views = StoreViews(pipeline.coordination_url(), pipeline.coordination.prefix)
+        except BaseException:
+            store.close()
+            raise
         log_dir = pipeline.base_dir / ".sparkindex" / "server"
         return cls(
             pipeline=pipeline,
             config_path=config_path.resolve(),
             guard=guard,
             store=store,
-            views=StoreViews(url, prefix),
+            views=views,
             actions=ActionRunner(log_dir, env_for_children()),
             tick_s=tick_s,
         )
 
     def close(self) -> None:
-        self.views.close()
-        self.store.close()
-        if self._target is not None:
-            self._target.close()
+        """Close the views, the store and the target (when the offsets in it were read); each is
+        closed even when closing another failed."""
+        with contextlib.ExitStack() as closing:
+            if self._target is not None:
+                closing.callback(self._target.close)
+            closing.callback(self.store.close)
+            closing.callback(self.views.close)
 
     def sync_consumers(self) -> list[SyncConsumer]:
         """Consumer groups with their positions, wherever ``sync.offsets`` keeps them (the store's
@@ -92,17 +101,14 @@ class ServerState:
     def sync_events(self) -> list[SyncEvent]:
         """Errors and healed gaps the syncs counted (:mod:`sparkindex.coordination.sync_events`)."""
         try:
-            if self._events is None:
-                self._events = SyncEvents(self.store.engine, self.pipeline.coordination.prefix, create=False)
-            return self._events.events()
+            return self.store.sync_events.events()
         except Exception as exc:  # noqa: BLE001 - a scrape shows what it can read
             log.warning("sync events could not be read: %s", exc)
             return []
 
     def _open_target(self) -> Target:
         if self._target is None:
-            p = self.pipeline
-            self._target = open_target(p.target.url, p.base_dir, p.target.options)
+            self._target = open_target(self.pipeline)
         return self._target
 
     @property

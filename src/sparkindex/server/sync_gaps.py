@@ -1,7 +1,7 @@
 """``GET /api/sync/gaps``: per consumer group, the gaps its syncs found in the change log and how
-each ended (guarantee 9: reconciled, with what the verify/repair found; or refused; or a
-reconciliation that failed and is tried again at the next start), beside the group's error
-counters.
+each ended (a gap is never skipped silently: reconciled, with what the verify/repair found; or
+refused; or a reconciliation that failed and is tried again at the next start), beside the
+group's error counters.
 
 Both come from the coordination store, where every sync (and every reindex's catch-up) records
 them (:mod:`sparkindex.coordination.sync_events`); they are read through the views' engine, which
@@ -26,6 +26,10 @@ GAPS_SHOWN = 20
 
 
 def _reader(state: ServerState) -> SyncEvents:
+    """A reader over the views' engine, not the store's own ``store.sync_events``: on SQLite the
+    store's engine opens every transaction with ``BEGIN IMMEDIATE`` (the write lock), so a page
+    refresh would queue behind the workers' writes and they behind it (see
+    :mod:`sparkindex.coordination.views`)."""
     return SyncEvents(state.views.engine, state.pipeline.coordination.prefix, create=False)
 
 

@@ -144,8 +144,10 @@ class Hub:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         for ws in list(self.clients):
-            with contextlib.suppress(Exception):
+            try:
                 await ws.close(code=1001)
+            except Exception as exc:  # noqa: BLE001 - one client that cannot be told must not keep the rest from it
+                log.warning("a WebSocket client could not be told the server is going away: %s", exc)
 
     # -- clients -----------------------------------------------------------------------------------
     async def _send(self, ws: WebSocket, message: dict[str, Any] | None, watch: dict[str, Any] | None) -> None:

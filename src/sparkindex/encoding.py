@@ -33,7 +33,7 @@ def dumps_json(value: Any, option: int = 0) -> bytes:
     Why two tries: ``OPT_NON_STR_KEYS``, which takes keys that are not exact ``str`` (str
     subclasses such as SQLAlchemy's ``quoted_name``, numbers, dates), makes orjson take a slower
     path for every dict: 2.1 of the 6.7 us a wide benchmark document's canonical encoding took
-    (bench/perdoc.py, issue 19). Documents almost always have plain keys, and for those both
+    (bench/perdoc.py). Documents almost always have plain keys, and for those both
     encodings are the same bytes, so the option is the fallback. A value no encoding takes raises
     the same TypeError from the second try.
     """

@@ -118,7 +118,7 @@ class Campaign:
             getattr(self._pg, "stop", None),
         ):
             if closer is not None:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception):  # best-effort teardown: the trial's verdict is already taken
                     closer()
 
     def __enter__(self) -> Campaign:

@@ -33,7 +33,7 @@ from sparkindex.coordination.states import JobStatus
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.targets.registry import open_target
 
-#: the consumer group a rebuild's catch-up keeps its position under (jobs.catch_up)
+#: the consumer group a rebuild's catch-up keeps its position under (capture.catch_up)
 CATCH_UP_PREFIX = catch_up_group("")
 
 if TYPE_CHECKING:

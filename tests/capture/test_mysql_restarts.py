@@ -120,7 +120,7 @@ class PrivateMariaDB:
             self.proc = None
 
     def destroy(self) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a server already stopped (or never started) is what destroy wants
             self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -82,7 +82,7 @@ def test_an_older_rebuild_succeeding_does_not_mark_a_newer_one_done(monkeypatch:
 
 def test_reruns_of_a_rebuild_that_fails_at_once_are_paced() -> None:
     """A rebuild failing at once (exit 3 while the disk is full) was rerun at once, and spent every
-    rerun the trial allows inside a 12 s fault (a fresh-clone seed-3 round, trial 1). Reruns in a
+    rerun the trial allows inside a 12 s fault (seen in a campaign trial). Reruns in a
     row wait longer each time; a success starts the count again."""
     first = Run("reindex", FakeProc(1, returncode=3))  # type: ignore[arg-type]
     trial, started = _supervising_trial([first])
@@ -131,7 +131,7 @@ def test_a_due_rerun_respects_the_run_cap() -> None:
 
 def test_the_last_rebuild_failed_is_a_violation_whatever_the_jobs_clocks_say(tmp_path: Path) -> None:
     """The newest rebuild is the trial's newest reindex run, not the newest ``created_at``: in
-    seed 1 trial 3 a clock jumped 40 s back made the completed rebuild look older than the
+    a campaign trial a clock jumped 40 s back made the completed rebuild look older than the
     failed one before it."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = CoordinationStore(url)

@@ -67,7 +67,7 @@ def redrive(
     chosen = aliases_of(p, aliases)
     with watching(progress, "redrive", chosen) as watch:
         if preflight:  # a re-drive builds documents as a reindex does, in the driver
-            _preflight(p, "reindex", aliases, watch)
+            _preflight(p, "documents", aliases, watch)
         r = run_redrive(p, aliases, error_class, on_progress=watch.counter("dead letters", "letters"))
         return watch.done(
             RedriveResult(
@@ -183,7 +183,7 @@ def apply_deferred(
     chosen = aliases_of(p, aliases)
     with watching(progress, "apply_deferred", chosen) as watch:
         if preflight:
-            _preflight(p, "sync", aliases, watch)
+            _preflight(p, "documents", aliases, watch, spark=spark)
         with borrowed(p, spark) as factory:
             t = run_deferred(p, aliases, group=group, spark=None if factory is None else factory())
         return watch.done(

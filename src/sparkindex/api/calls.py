@@ -64,7 +64,7 @@ def reindex(
     chosen = aliases_of(p, aliases)
     with watching(progress, "reindex", chosen) as watch:
         if preflight:
-            _preflight(p, "reindex", aliases, watch, adopt=adopt)
+            _preflight(p, "reindex", aliases, watch, adopt=adopt, spark=spark)
         with borrowed(p, spark) as factory:
             job = ReindexJob(p, aliases, new=new, adopt=adopt, progress=watch.reindex_listener(), spark_factory=factory)
             s = job.run()
@@ -79,12 +79,17 @@ class StopToken:
     in flight finishes and is acknowledged (or is left unacknowledged), the lock is released, and
     the call returns its summary. Set before the sync starts, it stops at its first chance."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, signals: bool = False) -> None:
+        #: set from a SIGTERM handler of the caller's own: ``sparkindex stop`` may then signal this
+        #: process (without one it only takes the sync's lock over, which stops it within seconds)
+        self.signals = signals
         self._event = threading.Event()
         self._stops: list[Callable[[], None]] = []
 
     def set(self) -> None:
-        """Safe in a signal handler: no lock is taken (list appends and copies are atomic)."""
+        """Stop the sync. Called from a signal handler, it runs between two bytecodes of the main
+        thread; ``threading.Event.set`` is safe there in CPython because the Event's condition
+        lock is only ever held briefly by ``wait``'s own bookkeeping, never across a blocking call."""
         self._event.set()
         for stop in list(self._stops):
             stop()
@@ -124,10 +129,16 @@ def sync(
     chosen = aliases_of(p, aliases)
     with watching(progress, "sync", chosen) as watch:
         if preflight:
-            _preflight(p, "sync", aliases, watch)
+            _preflight(p, "sync", aliases, watch, spark=spark)
         with borrowed(p, spark) as factory:
             run = SyncRun(
-                p, aliases, group=group, until_caught_up=until_caught_up, on_gap=on_gap, spark_factory=factory
+                p,
+                aliases,
+                group=group,
+                until_caught_up=until_caught_up,
+                on_gap=on_gap,
+                spark_factory=factory,
+                stops_on_sigterm=stop is not None and stop.signals,
             )
             task = f"sync {run.group}"
 
@@ -193,7 +204,7 @@ def _verify(
     chosen = aliases_of(p, aliases)
     with watching(progress, "repair" if repair else "verify", chosen) as watch:
         if preflight:  # what a reindex needs: source, store, target and Spark
-            _preflight(p, "reindex", aliases, watch)
+            _preflight(p, "documents", aliases, watch, spark=spark)
         with borrowed(p, spark) as factory:
             outcome = run_verify(
                 p, aliases, repair_drift=repair, spark_factory=factory, progress=watch.verify_listener()
@@ -252,7 +263,7 @@ def scheduled_verify(
         return None
     with watching(progress, "scheduled_verify", aliases_of(p, None)) as watch:
         if preflight:
-            _preflight(p, "reindex", None, watch)
+            _preflight(p, "documents", None, watch, spark=spark)
         with borrowed(p, spark) as factory:
             outcome = run_scheduled_verify(p, spark_factory=factory, progress=watch.verify_listener(), force=force)
         if outcome is None:  # another process took the turn meanwhile

@@ -46,7 +46,7 @@ def aliases_of(pipeline: Pipeline, aliases: Sequence[str] | None) -> list[str]:
 
 def preflight(
     pipeline: Pipeline,
-    scope: Literal["reindex", "sync"],
+    scope: Literal["reindex", "sync", "documents"],
     aliases: Sequence[str] | None,
     watch: Watch,
     **options: Any,
@@ -57,6 +57,9 @@ def preflight(
     a caller may not see the log."""
     from sparkindex.preflight import guard
 
+    spark = options.pop("spark", None)
+    if spark is not None:  # the caller's session says where tasks run, not the pipeline's spark section
+        options["session_master"] = str(spark.sparkContext.master)
     lines = io.StringIO()
     try:
         guard(pipeline, scope, aliases, lines, **options)

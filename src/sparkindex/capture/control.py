@@ -11,7 +11,7 @@ from sparkindex.capture.consumer_offsets import open_consumer_offsets
 from sparkindex.capture.fanout import FanOut
 from sparkindex.capture.session import resolve_consumer_plan, watched_tables
 from sparkindex.capture.source import open_change_source
-from sparkindex.capture.sync_lock import LOCK_TTL_S, source_key, sync_lock_key
+from sparkindex.capture.sync_lock import LOCK_TTL_S, STOPS_ON_SIGTERM, source_key, sync_lock_key
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.resources import open_source, open_store, open_target
@@ -20,8 +20,9 @@ from sparkindex.resources import open_source, open_store, open_target
 def request_sync_stop(store: CoordinationStore, pipeline: Pipeline, group: str | None = None) -> str | None:
     """Stop the running sync of *group* (default: the pipeline's) on the pipeline's source: take
     its lock over (the sync notices within seconds and stops after its current batch) and, on
-    this host, send it SIGTERM at once. Returns the holder that was asked to stop, or None when
-    no sync of the group runs."""
+    this host, send it SIGTERM at once when its process stops cleanly on one (the CLI's; never an
+    embedding program, never this process). Returns the holder that was asked to stop, or None
+    when no sync of the group runs."""
     key = sync_lock_key(group or pipeline.sync.group, source_key(pipeline))
     lock = store.locks.get(key)
     if lock is None or lock.expires_at <= 0:
@@ -30,7 +31,8 @@ def request_sync_stop(store: CoordinationStore, pipeline: Pipeline, group: str |
     store.locks.release(key, token)
     host, _, rest = lock.holder.partition(":")
     pid = rest.partition(":")[0]
-    if host == socket.gethostname() and pid.isdigit():
+    signalled = lock.holder.endswith(STOPS_ON_SIGTERM) and pid.isdigit() and int(pid) != os.getpid()
+    if host == socket.gethostname() and signalled:
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(pid), signal.SIGTERM)
     return lock.holder

@@ -14,6 +14,12 @@ from sparkindex.config.model import Pipeline
 LOCK_TTL_S = 30.0
 LOCK_REFRESH_S = 2.0
 
+#: ends the holder name of a sync whose process stops cleanly on SIGTERM (the CLI's): only such a
+#: process is signalled by ``sparkindex stop``. A sync embedded in another program (a scheduler's
+#: worker, a notebook) installs no handler, so SIGTERM would kill its host; it is stopped by the
+#: lock's takeover alone, within one refresh (:data:`LOCK_REFRESH_S`).
+STOPS_ON_SIGTERM = ":sigterm"
+
 
 def sync_lock_key(group: str, source: str = "") -> str:
     """One sync per consumer group and source database: two pipelines that share a coordination

@@ -61,7 +61,7 @@ def sync(
         raise typer.Exit(0)
     if on_gap not in (None, "reconcile", "fail"):
         raise api.UsageError(f"--on-gap: expected reconcile or fail, got {on_gap!r}")
-    stop = api.StopToken()
+    stop = api.StopToken(signals=True)  # this process stops cleanly on SIGTERM: `sparkindex stop` may send one
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
         if stop.is_set():

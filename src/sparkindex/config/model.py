@@ -4,7 +4,7 @@ Its sections live beside it: :mod:`~sparkindex.config.connections` (source, coor
 spark), :mod:`~sparkindex.config.indexes` (``indexes[]``, with :mod:`~sparkindex.config.index_settings`),
 :mod:`~sparkindex.config.job` (job, verify) and :mod:`~sparkindex.config.sync`. Every section forbids
 unknown keys, so a typo in the YAML fails loudly with its key path instead of being ignored.
-Defaults follow the seeds (OpenMetadata's timeouts and partition limits).
+Defaults follow OpenMetadata's search indexing (its timeouts and partition limits).
 """
 
 from __future__ import annotations

@@ -60,8 +60,8 @@ class SyncConfig(Strict):
     offsets: Literal["store", "target"] = Field(
         default="store",
         description=(
-            "where consumer offsets live: the coordination store, or an index of the target (the"
-            " index-based-offsets seed: checkpoint and processed-event documents, OpenSearch/Elasticsearch)"
+            "where consumer offsets live: the coordination store, or an index of the target (checkpoint"
+            " and processed-event documents, OpenSearch/Elasticsearch)"
         ),
     )
     truncate_range_docs: int = Field(

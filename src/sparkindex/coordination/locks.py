@@ -128,7 +128,7 @@ class LockManager:
 
     @rerun_on_conflict
     def transfer(self, key: str, token: int, from_job: str | None, to_job: str) -> None:
-        """Hand the lock to another job atomically (seed: UPDATE ... WHERE jobId = old)."""
+        """Hand the lock to another job atomically (one ``UPDATE ... WHERE job_id = old``)."""
         with self.engine.begin() as conn:
             res = conn.execute(
                 self.t.update()

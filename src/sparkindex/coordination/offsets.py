@@ -2,10 +2,10 @@
 the last position whose changes the target acknowledged, the source's resume offset (JSON), the
 physical index it was applied to, running counts, lag and the log the source retains.
 
-The store is what every node reaches (the index-based-offsets seed keeps offsets where every
-consumer can read them), so a sync that restarts on another machine resumes from the same place.
-``sync.offsets: target`` keeps them in an index of the target instead
-(:mod:`sparkindex.targets.search_engine.offsets`); both are :class:`ConsumerOffsets`.
+The store is what every node reaches (offsets belong where every consumer can read them), so a sync
+that restarts on another machine resumes from the same place. ``sync.offsets: target`` keeps them in
+an index of the target instead (:mod:`sparkindex.targets.search_engine.offsets`); both are
+:class:`ConsumerOffsets`.
 
 Change capture keeps more in the store, each concept in its own module: the version ledger
 (:mod:`.ledger`), deferred changes (:mod:`.deferred_changes`), holds with their lease, sync presence and

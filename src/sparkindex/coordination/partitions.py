@@ -1,5 +1,6 @@
-"""Partition rows: planning, the claim, progress and outcome (the seeds' lease table); the
-driver's resets (reclaim, orphans, retries) are in :mod:`.resets`.
+"""Partition rows: planning, the claim, progress and outcome (a lease table, as OpenMetadata's and
+Data Prepper's coordinators keep); the driver's resets (reclaim, orphans, retries) are in
+:mod:`.resets`.
 
 The worker's path is one statement per step: :meth:`claim` (one ``UPDATE ... RETURNING``; on
 MySQL/MariaDB, which cannot return from an UPDATE, the UPDATE then one SELECT), then

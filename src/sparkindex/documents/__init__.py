@@ -9,8 +9,7 @@ reads ``sources`` and speaks the targets' value types (the bulk item); ``sources
   and NOT NULL, version columns, join checks.
 * ``planning``: the aliases a command names, their plans and mappings (``resolve_plans``), and what the target
   cannot hold, refused before any lock.
-* ``calculator``: the partition calculator: key ranges of about ``partition_size`` rows, work units, limits per
-  entity and per job.
+* ``fingerprint``: what a job's documents are built from, so a rerun resumes only the same job.
 * ``builder``: documents for a page of root rows, or for root keys. Every row read is a document or a
   ``DocumentError``.
 * ``in_database``: documents assembled inside PostgreSQL, one statement per page, arriving as the server's bytes.

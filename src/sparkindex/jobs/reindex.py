@@ -114,7 +114,8 @@ class ReindexJob:
         end, however it ends: a process that runs many jobs (a scheduler's worker) keeps none."""
         started = time.monotonic()
         p = self.pipeline
-        check_store_reachable_by_executors(p)
+        if self._spark_factory is None:  # a caller's session was judged by its own master (api)
+            check_store_reachable_by_executors(p)
         with open_source(p) as source, open_target(p) as target:
             plans = resolve_plans(p, source, self.aliases, target)  # config and schema errors first, before any JVM
             # an engine sparkindex cannot serve is refused here too (its first request identifies it)
@@ -136,8 +137,13 @@ class ReindexJob:
         are released however it ends."""
         p = self.pipeline
         fingerprint = self._fingerprint
-        self.catch_up = self._catch_up(source, store)
-        tokens = self._lock_all(store)
+        tokens = self._lock_all(store)  # a held lock (retried later by a scheduler) opens nothing first
+        try:
+            self.catch_up = self._catch_up(source, store)
+        except BaseException:
+            for alias, token in tokens.items():
+                store.locks.release(alias, token)
+            raise
         fence = dict(tokens)
         keeper = LockKeeper(store, tokens, p.job.lock_ttl_s, p.job.lock_refresh_s, on_lost=self._on_lock_lost)
         keeper.start()

@@ -121,7 +121,7 @@ def _slots(conn: sa.Connection, pipeline: Pipeline, s: dict[str, Any], scope: Sc
     exists = conn.execute(sa.text("SELECT 1 FROM pg_replication_slots WHERE slot_name = :n"), {"n": mine}).first()
     free = s["max_slots"] - s["slots_used"]
     group = 0 if exists else 1
-    needed = {"check": group, "sync": group, "reindex": group + 1}[scope]
+    needed = {"check": group, "sync": group, "reindex": group + 1, "documents": 0}[scope]
     detail = f"{s['slots_used']} of max_replication_slots = {s['max_slots']} in use, {free} free"
     raise_to = f"ALTER SYSTEM SET max_replication_slots = {s['slots_used'] + needed + 1}; then restart the server"
     fix = f"{raise_to}, or drop slots nobody reads (pg_replication_slots)"

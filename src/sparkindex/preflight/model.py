@@ -17,7 +17,10 @@ from sparkindex.config.secrets import error_line, redact_url
 
 Status = Literal["OK", "WARN", "FAIL"]
 #: ``check`` runs everything; a run's hook runs what that run needs (see :mod:`.runner`)
-Scope = Literal["check", "reindex", "sync"]
+#: which run the checks are for: ``check`` (everything, with advice), a ``reindex``, a ``sync``, or
+#: ``documents``: a run that reads the source and writes documents but captures no changes (verify,
+#: repair, re-drive, the deferred refresh), which needs no change-capture prerequisite
+Scope = Literal["check", "reindex", "sync", "documents"]
 
 #: exit codes of ``sparkindex check`` (docs/operations.md, "Exit codes": 2 is bad usage or config)
 EXIT = {"OK": 0, "WARN": 1, "FAIL": 2}
@@ -85,6 +88,9 @@ class Options:
     connect_timeout_s: float = 5.0
     #: the run adopts an index that bears an alias's name (``reindex --adopt``)
     adopt: bool = False
+    #: the master of a SparkSession the caller hands in: it, not the pipeline's ``spark.master``,
+    #: says where tasks run (the pipeline's ``spark`` section is then not used)
+    session_master: str | None = None
 
 
 first_line = error_line  # one helper for every error line shown to a person

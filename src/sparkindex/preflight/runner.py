@@ -49,10 +49,13 @@ def run_checks(pipeline: Pipeline, options: Options | None = None) -> list[Check
 
 
 def wants_changes(pipeline: Pipeline, scope: Scope) -> bool:
-    """A sync always captures changes; otherwise only a pipeline that asks for it (a ``sync:``
-    section or ``changes:``, what makes a reindex catch up) has its prerequisites checked."""
+    """A sync always captures changes, and a run that only builds documents never does;
+    otherwise only a pipeline that asks for it (a ``sync:`` section or ``changes:``, what makes a
+    reindex catch up) has its prerequisites checked."""
     from sparkindex.capture.catch_up import wants_catch_up
 
+    if scope == "documents":
+        return False
     return scope == "sync" or wants_catch_up(pipeline)
 
 
@@ -114,12 +117,14 @@ def guard(
     stream: TextIO | None = None,
     *,
     adopt: bool = False,
+    session_master: str | None = None,
 ) -> None:
     """What ``reindex`` and ``sync`` call first: the checks their run needs, without the probes
     that write (the run makes those writes itself a moment later). Warnings are printed and the
     run goes on; failures a person must fix are printed as ``check`` prints them, and the run
     stops with exit 2 (:class:`ConfigError`) before it touches anything."""
-    checks = run_checks(pipeline, Options(scope=scope, aliases=aliases, probe_writes=False, adopt=adopt))
+    options = Options(scope=scope, aliases=aliases, probe_writes=False, adopt=adopt, session_master=session_master)
+    checks = run_checks(pipeline, options)
     out = stream or sys.stderr
     stopping = [c for c in checks if c.blocking and c.name not in ADVISORY_IN_A_RUN]
     for check in checks:

@@ -24,6 +24,8 @@ MASTER_FIX = (
 
 
 def check_spark(pipeline: Pipeline, options: Options) -> list[Check]:
+    if options.session_master is not None:  # the caller's session runs already: nothing to reach or start
+        return [ok("spark.master", f"{options.session_master}: the caller's SparkSession")]
     master = _master(pipeline.spark.master, options.connect_timeout_s)
     if options.scope != "check":  # a run starts the JVM moments later: no second JVM start-up before it
         return [master]

@@ -31,7 +31,7 @@ SERVER_FIX = "use a PostgreSQL or MySQL coordination store: coordination.url: po
 def check_store(pipeline: Pipeline, options: Options) -> list[Check]:
     url = pipeline.coordination_url()
     checks: list[Check] = []
-    master = pipeline.spark.master
+    master = options.session_master or pipeline.spark.master
     sqlite = url.startswith("sqlite")
     if sqlite and not master.startswith("local"):
         checks.append(

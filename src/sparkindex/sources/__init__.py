@@ -10,6 +10,8 @@ source is ``sparkindex.index_source``, and ``sparkindex.resources`` chooses betw
 * ``partitioning``: a key space split into ranges in the database's own order (arithmetic for integers, one index
   walk otherwise).
 * ``registry``: the database dialect for a URL.
+* ``partition_plan``: the partition calculator: key ranges of about ``partition_size`` rows, work units, limits per
+  entity and per job, largest work first.
 * ``change_model``: ``Change``: which row changed (the old and new values the source knows) and its log position;
   also a TRUNCATE and a range recheck.
 * ``change_source``: the ``ChangeSource`` interface every change source implements: offsets as JSON, positions as

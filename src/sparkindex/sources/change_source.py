@@ -2,7 +2,7 @@
 
 It sits in ``sources`` because the log-based sources live with their dialect
 (``sources/postgres/changes.py``, ``sources/mysql/changes.py``) and the polling source in
-``changes/polling.py``; which one a pipeline gets is chosen in ``changes/source.py``.
+``capture/polling.py``; which one a pipeline gets is chosen in ``capture/source.py``.
 
 Offsets are plain JSON dicts (what Spark checkpoints and the store keeps); a source turns its
 own offset into an integer ``position`` (monotone in commit order) for versions and filtering.

@@ -1,4 +1,6 @@
-"""Spark integration: the session, the jobs' task functions, the change stream and the ``sparkindex`` data source.
+"""Spark integration: the session, the partition job's task functions and the ``sparkindex`` data source.
+
+Verify's Spark job is :mod:`sparkindex.verify.spark_tasks`; the change stream is :mod:`sparkindex.capture.stream`.
 
 Spark executes; it decides no policy. Documents never cross into the JVM: a task runs in one Python worker process
 and returns small summary rows. The pipeline travels inside the pickled task function, never in Spark options, so
@@ -16,10 +18,6 @@ errors they can classify as data, so the driver gets their class back, not a tra
   makes builders from the shipped plans, cached per (plan key, alias).
 * ``partition_job``: a job's partitions as one ``mapInArrow`` job, one queue-worker task per slot claiming in
   claim order. ``PartitionTasks`` carries the plans and the fingerprint.
-* ``verify_job``: verify's ranges as one Spark job, one task per range. ``VerifyTasks`` carries the plans; Ctrl-C
-  cancels the job group.
-* ``stream``: the change stream for Structured Streaming: a Python stream reader, and ``ApplyTasks`` (which carries
-  the plans) for each micro-batch.
 * ``task_errors``: classified errors sent in result rows (:func:`sparkindex.errors.to_wire`) and raised again on
   the driver (``raise_returned``, through ``from_wire``).
 * ``writer``: ``df.write.format("sparkindex")``: any DataFrame to any target, through the bulk loop.

@@ -2,9 +2,8 @@
 
 Engine-neutral, like the partition worker: the same range task runs on Spark (:mod:`sparkindex.verify.spark_tasks`)
 or in process, and nothing on the driver grows with the index (tasks return counts and a bounded sample of ids).
-The command, its schedule and its history are :mod:`sparkindex.verify.run`; repair's passes are
-:mod:`sparkindex.verify.repair`. The sync's range rescans cut their ranges with this planner, so this sits below
-``changes``.
+The command, its schedule and its history are ``run``; repair's passes are ``repair``; the Spark job is
+``spark_tasks``. A sync's gap is reconciled by ``run`` too (:mod:`sparkindex.capture.sync.gaps`).
 
 * ``verifier``: the driver's side: the kinds of drift, key-range tasks of the source (the reindex's partition plan)
   and of the index (its key splits, scanned only when the counts show extra documents), ``verify_alias`` and the

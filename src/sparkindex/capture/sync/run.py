@@ -37,7 +37,7 @@ from sparkindex.capture.sync.sink import BatchSink
 from sparkindex.capture.sync.state import RunState
 from sparkindex.capture.sync.summary import SyncSummary
 from sparkindex.capture.sync_errors import brief
-from sparkindex.capture.sync_lock import LOCK_REFRESH_S, LOCK_TTL_S, source_key, sync_lock_key
+from sparkindex.capture.sync_lock import LOCK_REFRESH_S, LOCK_TTL_S, STOPS_ON_SIGTERM, source_key, sync_lock_key
 from sparkindex.config.model import Pipeline
 from sparkindex.coordination.keeper import LockKeeper
 from sparkindex.coordination.recovery import holder_is_dead, holder_name
@@ -80,6 +80,7 @@ class SyncRun:
         until_caught_up: bool = False,
         spark_factory: Callable[[], Any] | None = None,
         on_gap: Literal["reconcile", "fail"] | None = None,
+        stops_on_sigterm: bool = False,
     ) -> None:
         self.pipeline = pipeline
         self.aliases = selected_aliases(pipeline, aliases)
@@ -88,7 +89,8 @@ class SyncRun:
         self.on_gap = on_gap or pipeline.sync.on_gap
         self.spark = session_factory(pipeline, spark_factory)
         self.run_id = uuid.uuid4().hex[:12]
-        self.holder = holder_name(self.run_id)
+        #: the CLI's process stops cleanly on SIGTERM, so `sparkindex stop` may send it one
+        self.holder = holder_name(self.run_id) + (STOPS_ON_SIGTERM if stops_on_sigterm else "")
         self.state = RunState(SyncSummary(0, 0, 0, 0.0, group=self.group))
         self.feed: Feed | None = None
         self._keeper: LockKeeper | None = None

@@ -1,6 +1,7 @@
 """``sync.offsets: target``: consumer offsets in an index of the search engine itself.
 
-After the index-based-offsets seed. One small index (``sync.offsets_index``, one shard) holds:
+Offsets kept beside the data, as Kafka keeps its consumers' offsets in a topic. One small index
+(``sync.offsets_index``, one shard) holds:
 
 * a **checkpoint** document per consumer group and alias (``checkpoint:<ns>:<group>:<alias>``):
   the acknowledged position, the source's resume offset, the physical index and running counts;

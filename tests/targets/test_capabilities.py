@@ -43,7 +43,14 @@ def test_each_capability_declares_only_its_own_methods() -> None:
         "observe_fence",
         "prune_versions",
     }
-    assert own_methods(TargetReader) == {"scan_hashes", "search", "read_documents", "mapping", "key_splits"}
+    assert own_methods(TargetReader) == {
+        "scan_hashes",
+        "search",
+        "read_documents",
+        "mapping",
+        "key_splits",
+        "key_ranges",
+    }
     assert own_methods(OffsetsHost) == {"consumer_offsets"}
     assert own_methods(Target) == set(), "a whole backend is its capabilities, nothing more"
 

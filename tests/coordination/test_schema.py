@@ -152,7 +152,7 @@ def test_v1_store_is_upgraded_in_place_and_keeps_its_data(store_url: tuple[str, 
 
     store = CoordinationStore(url, prefix)
     try:
-        assert SCHEMA_VERSION == 10
+        assert SCHEMA_VERSION == 11
         assert schema_version(store.engine, prefix) == [(1, SCHEMA_VERSION)]
         assert "writer" in partition_columns(store.engine, prefix)  # v2
         indexes = {ix["name"] for ix in sa.inspect(store.engine).get_indexes(f"{prefix}si_partition")}

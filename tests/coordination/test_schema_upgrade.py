@@ -258,7 +258,7 @@ def test_a_v9_store_is_migrated_in_place_and_keeps_its_rows(store_url: tuple[str
 
     store = CoordinationStore(url, prefix)
     try:
-        assert SCHEMA_VERSION == 10
+        assert SCHEMA_VERSION == 11
         assert_current_schema(store.engine, prefix)
         # the core's rows, untouched by the new migration
         assert store.job_rows.job(JOB).targets == {"products": "products_v2"}

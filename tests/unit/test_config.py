@@ -447,7 +447,8 @@ def test_refresh_off_may_be_written_as_a_number(tmp_path: Path) -> None:
         (
             "versoin: updated_at",
             "p.yaml: indexes[0].versoin: unknown key (expected one of: alias, table, id, columns, relations, fields, "
-            "partition_size, page_size, complexity, priority, build, settings, mapping, version, join, changes)",
+            "partition_size, page_size, complexity, priority, build, settings, mapping, version, join, changes, "
+            "where, exclude, computed, routing, deletes, transform)",
         ),
     ],
     ids=[

@@ -83,7 +83,8 @@ class SyncContext:
         found = mine.get(alias)
         if found is None:
             plan = shipped_plan(plans, alias)
-            found = mine[alias] = Consumer(alias, FanOut(plan, self.source), make_builder(self.source, plan))
+            builder = make_builder(self.source, plan, self.applier.store.transform_cache)
+            found = mine[alias] = Consumer(alias, FanOut(plan, self.source), builder)
         return found
 
     def apply(

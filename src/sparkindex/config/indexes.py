@@ -3,9 +3,9 @@ overrides, and how its work is split."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sparkindex.config.base import KeyColumns, Strict
 from sparkindex.config.index_settings import IndexSettings, MappingOverride
@@ -24,6 +24,59 @@ class FieldOverride(Strict):
     )
     keyword: bool = Field(default=False, description="add a `<field>.keyword` exact-match sub-field")
     index: bool = Field(default=True, description="false: stored in the document but not searchable")
+    from_: str | None = Field(
+        default=None,
+        alias="from",
+        description=(
+            "rename: the column this field's value comes from (`title: {from: name}`); a dotted path's"
+            " last part is the new name, its prefix the relation it sits in (`reviews.stars: {from: rating}`)"
+        ),
+    )
+
+    model_config = {"extra": "forbid", "populate_by_name": True}
+
+
+#: a boolean SQL expression over one table's columns, in the source's dialect
+FILTER_DESCRIPTION = (
+    "a row filter: a boolean SQL expression over this table's columns, in the source's dialect"
+    " (`deleted_at IS NULL`); only rows for which it is true are indexed"
+)
+COMPUTED_DESCRIPTION = (
+    "fields computed by SQL expressions over this table's row, in the source's dialect"
+    " (`full_name: \"first || ' ' || last\"`); typed in the mapping from the database's result type"
+)
+EXCLUDE_DESCRIPTION = "columns left out of the documents (they may still serve as keys, filters and routing)"
+
+
+class TransformConfig(Strict):
+    """A per-document Python function, run in the workers after the document is built."""
+
+    function: str = Field(
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="`package.module:function`, taking the built document (a dict) and returning the one to index",
+    )
+    version: str = Field(
+        default="1",
+        min_length=1,
+        description=(
+            "the transform's version: part of every document's content hash, so changing it makes verify"
+            " report every document stale and repair rebuild them"
+        ),
+    )
+    on_change: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "expensive transforms (embeddings): the document fields the transform's output depends on."
+            " It then runs only for documents whose values of these fields changed since the last run;"
+            " the others get the fields it set then, from the coordination store's cache"
+        ),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"function": value} if isinstance(value, str) else value
 
 
 class RelationConfig(Strict):
@@ -66,6 +119,9 @@ class RelationConfig(Strict):
             " sync --apply-deferred or sync.deferred_at (search-center's delay effect)"
         ),
     )
+    where: str | None = Field(default=None, min_length=1, description=FILTER_DESCRIPTION)
+    exclude: list[str] = Field(default_factory=list, description=EXCLUDE_DESCRIPTION)
+    computed: dict[str, str] = Field(default_factory=dict, description=COMPUTED_DESCRIPTION)
 
 
 class JoinConfig(Strict):
@@ -129,4 +185,24 @@ class IndexConfig(Strict):
     join: JoinConfig | None = Field(default=None, description="the join field, for type: join relations")
     changes: ChangesConfig | None = Field(
         default=None, description="change capture by polling (any database): {column: updated_at}"
+    )
+    where: str | None = Field(default=None, min_length=1, description=FILTER_DESCRIPTION)
+    exclude: list[str] = Field(default_factory=list, description=EXCLUDE_DESCRIPTION)
+    computed: dict[str, str] = Field(default_factory=dict, description=COMPUTED_DESCRIPTION)
+    routing: str | None = Field(
+        default=None,
+        description=(
+            "a root-table column whose value routes each document to its shard (`_routing`;"
+            " OpenSearch and Elasticsearch only)"
+        ),
+    )
+    deletes: Literal["hard", "soft"] = Field(
+        default="hard",
+        description=(
+            "hard: a deleted (or filtered-out) row's document is removed; soft: it stays, marked"
+            ' `{"_deleted": true, "_deleted_at": <time>}`'
+        ),
+    )
+    transform: TransformConfig | None = Field(
+        default=None, description="a per-document Python transform (`package.module:function`, or its settings)"
     )

@@ -145,6 +145,11 @@ def _v10_first_use_tables(conn: sa.Connection, tables: Tables) -> None:
         _adopt(conn, table)
 
 
+def _v11_transform_cache(conn: sa.Connection, tables: Tables) -> None:
+    """The transform cache of per-document transforms with ``on_change`` (coordination/transform_cache.py)."""
+    tables.transform_cache.create(conn, checkfirst=True)
+
+
 def _adopt(conn: sa.Connection, table: sa.Table) -> None:
     """Create *table*, or add the nullable columns and the indexes it lacks (each checked first:
     the step may run again after an upgrade cut short on MySQL/MariaDB, whose DDL commits at once)."""
@@ -206,6 +211,7 @@ MIGRATIONS: dict[int, Callable[[sa.Connection, Tables], None]] = {
     8: _v8_write_ahead,
     9: _v9_swap_log,
     10: _v10_first_use_tables,
+    11: _v11_transform_cache,
 }
 
 

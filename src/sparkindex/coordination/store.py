@@ -5,9 +5,9 @@ Each concept lives in its own module and class, and the store holds one of each 
 named for it: ``job_rows`` (:mod:`jobs`), ``partition_rows`` (:mod:`partitions`: the claim and
 progress), ``partition_resets`` (:mod:`resets`), ``partition_stats`` (:mod:`stats`), ``locks``,
 ``dead_letters``, ``write_ahead``, ``swap_log``, ``offsets``, ``ledger``, ``deferred_changes``,
-``sync_holds``, ``deferred_runs``, ``sync_events`` and ``verify_runs``. The store itself only
-connects, creates or upgrades the schema, tells the time by the store's clock, rolls partition
-totals up onto a job, and closes. It is a context manager
+``sync_holds``, ``deferred_runs``, ``sync_events``, ``verify_runs`` and ``transform_cache``. The
+store itself only connects, creates or upgrades the schema, tells the time by the store's clock,
+rolls partition totals up onto a job, and closes. It is a context manager
 (``with open_store(pipeline) as store:``, :mod:`sparkindex.resources`).
 """
 
@@ -36,6 +36,7 @@ from sparkindex.coordination.stats import PartitionStats
 from sparkindex.coordination.swap_log import SwapLog
 from sparkindex.coordination.sync_events import SyncEvents
 from sparkindex.coordination.tables import make_tables
+from sparkindex.coordination.transform_cache import TransformOutputCache
 from sparkindex.coordination.verify_runs import VerifyRuns
 from sparkindex.coordination.write_ahead import WriteAheadLog
 from sparkindex.errors import TransientError
@@ -75,6 +76,8 @@ class CoordinationStore:
         # what the server reads: a sync's errors and gaps, and verify's results
         self.sync_events = SyncEvents(engine, tables.prefix, opened=True)
         self.verify_runs = VerifyRuns(self)
+        # what expensive per-document transforms produced, kept for documents whose inputs stay
+        self.transform_cache = TransformOutputCache(engine, tables)
 
     def now(self) -> float:
         """The store's clock (:func:`~.base.store_now`): what leases and parked partitions are judged on."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 Time = sa.Float(precision=53)
 
@@ -42,6 +42,8 @@ class Tables:
     sync_gap: sa.Table
     verify_run: sa.Table
     dead_letter_resolved: sa.Table
+    # what expensive per-document transforms last produced (coordination/transform_cache.py)
+    transform_cache: sa.Table
 
     @property
     def prefix(self) -> str:
@@ -195,8 +197,28 @@ def make_tables(prefix: str = "") -> Tables:
         sa.Column("detail", sa.Text),
         sa.Column("finished_at", Time),
     )
-    return Tables(
-        md, schema, job, partition, lock, dead_letter, write_ahead, swap_attempt, *make_first_use_tables(md, p)
+    core = (md, schema, job, partition, lock, dead_letter, write_ahead, swap_attempt)
+    return Tables(*core, *make_first_use_tables(md, p), *make_later_tables(md, p))
+
+
+def make_later_tables(md: sa.MetaData, p: str) -> tuple[sa.Table, ...]:
+    """The tables added after version 10, in :class:`Tables` field order."""
+    return (make_transform_cache(md, p),)
+
+
+def make_transform_cache(md: sa.MetaData, p: str) -> sa.Table:
+    """Per alias and document: the hash of a transform's inputs (its ``on_change`` fields and its
+    identity) and what it did to the document then (a JSON diff), so a run whose inputs did not
+    change applies the diff instead of calling the transform again (embeddings cost seconds)."""
+    return sa.Table(
+        f"{p}transform_cache",
+        md,
+        sa.Column("alias", sa.String(255), primary_key=True),
+        sa.Column("doc_id", sa.String(512), primary_key=True),
+        sa.Column("input_hash", sa.String(64), nullable=False),
+        # an embedding's floats alone outgrow MySQL's 64 KB TEXT
+        sa.Column("diff", sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb"), nullable=False),
+        sa.Column("updated_at", Time, nullable=False),
     )
 
 

@@ -28,6 +28,7 @@ from sparkindex.documents.floats import (
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.join import child_id, child_sort_key, join_value, parent_prefixes, routing_of
 from sparkindex.documents.plan import IndexPlan, RelationPlan
+from sparkindex.documents.shaping import TransformCache, make_transform, non_finite_anywhere, shape_key
 from sparkindex.documents.versions import external_version
 from sparkindex.errors import ConfigError, DocumentError
 from sparkindex.keys import document_id, sort_key
@@ -86,32 +87,47 @@ class Page:
 class DocumentBuilder:
     """Builds documents in Python: one query per page plus one per relation (batched IN)."""
 
-    def __init__(self, source: Source, plan: IndexPlan) -> None:
+    def __init__(self, source: Source, plan: IndexPlan, transform_cache: TransformCache | None = None) -> None:
+        """*transform_cache*: where the index's transform keeps what it computed per document
+        (the coordination store's), so that an ``on_change`` transform runs only for documents
+        whose inputs changed; without one it runs for every document."""
         self.source = source
         self.plan = plan
         self.read_columns = plan.read
+        #: the index's per-document transform (:mod:`.transform`), loaded where it first runs
+        self.transform = make_transform(plan, transform_cache)
+        #: keys the content hash with what shapes documents beyond their bytes (:func:`shape_key`)
+        self._hash_key = shape_key(plan)
         pos = {c: i for i, c in enumerate(self.read_columns)}
         self._id_pos = [pos[c] for c in plan.id_columns]
         key = itemgetter(*self._id_pos)  # a value for one column, a tuple for more
         self._key_of: Any = (lambda row: (key(row),)) if len(self._id_pos) == 1 else key
         self._pos = pos
         self._version_pos = pos[plan.version] if plan.version else None
-        self._floats = float_paths(plan.table, plan.emit, plan.embedded)
-        self._float_pos = [pos[c] for c in float_columns(plan.table, plan.emit)]
+        self._routing_pos = pos[plan.routing] if plan.routing else None
+        self._floats = float_paths(plan.rows, plan.emit, plan.embedded)
+        self._float_pos = [pos[c] for c in float_columns(plan.rows, plan.emit)]
         self._child_floats: dict[str, FloatPaths] = {
-            r.name: float_paths(r.table, r.emit, r.children) for r in plan.joins
+            r.name: float_paths(r.rows, r.emit, r.children) for r in plan.joins
         }
         self._child_prefixes = parent_prefixes(plan.joins)
-        #: no version column, no join field, no join children: a root row's only check is its
-        #: encoding, and the id needs no test against the children's (the usual index)
-        self._plain_root = plan.version is None and plan.join_field is None and not self._child_prefixes
+        #: no version column, no join field, no join children, no routing and an unkeyed hash: a
+        #: root row's only check is its encoding, and the id needs no test against the
+        #: children's (the usual index)
+        self._plain_root = (
+            plan.version is None
+            and plan.join_field is None
+            and not self._child_prefixes
+            and plan.routing is None
+            and not self._hash_key
+        )
 
     def key_of(self, row: Row) -> tuple[Any, ...]:
         return self._key_of(row)  # type: ignore[no-any-return]
 
     def page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
         plan = self.plan
-        rows = self.source.read_page(plan.table, plan.id_columns, self.read_columns, rng, after, limit)
+        rows = self.source.read_page(plan.rows, plan.id_columns, self.read_columns, rng, after, limit)
         docs, failures = self.build(rows)
         children = len(docs) + len(failures) - len(rows)
         return Page(docs, failures, len(rows), self.key_of(rows[-1]) if rows else None, children)
@@ -125,7 +141,7 @@ class DocumentBuilder:
         """
         wanted = self._coerced(keys)
         plan = self.plan
-        rows = self.source.fetch_where_in(plan.table, plan.id_columns, wanted, self.read_columns, plan.id_columns)
+        rows = self.source.fetch_where_in(plan.rows, plan.id_columns, wanted, self.read_columns, plan.id_columns)
         docs, failures = self.build(rows)
         return docs, failures, self._missing(wanted, [self.key_of(r) for r in rows])
 
@@ -152,8 +168,12 @@ class DocumentBuilder:
         built: list[BuiltDocument] = []
         errors: list[DocumentError] = []
         vpos = self._version_pos
-        for row, doc in zip(rows, docs, strict=True):
-            result = self._finish(self.key_of(row), doc, None if vpos is None else row[vpos], floats)
+        for row, doc in zip(rows, self.transformed([document_id(self.key_of(r)) for r in rows], docs), strict=True):
+            if isinstance(doc, DocumentError):
+                errors.append(doc)
+                continue
+            version = None if vpos is None else row[vpos]
+            result = self._finish(self.key_of(row), doc, version, floats, self._routing(row))
             if isinstance(result, DocumentError):
                 errors.append(result)
             else:
@@ -162,13 +182,30 @@ class DocumentBuilder:
             self.join_children([self.key_of(r) for r in rows], built, errors)
         return built, errors
 
-    def finish(self, key: Sequence[Any], doc: dict[str, Any], version: Any = None) -> BuiltDocument | DocumentError:
+    def transformed(self, ids: Sequence[str], docs: list[dict[str, Any]]) -> Sequence[dict[str, Any] | DocumentError]:
+        """The root documents after the index's transform (*docs* themselves without one): a
+        document whose transform raised is a :class:`DocumentError` in its place."""
+        if self.transform is None or not docs:
+            return docs
+        return self.transform.apply(list(zip(ids, docs, strict=True)))
+
+    def _routing(self, row: Row) -> str | None:
+        """The routing value of a root row (its routing column's text; None when NULL)."""
+        if self._routing_pos is None:
+            return None
+        value = row[self._routing_pos]
+        return None if value is None else str(value)
+
+    def finish(
+        self, key: Sequence[Any], doc: dict[str, Any], version: Any = None, routing: str | None = None
+    ) -> BuiltDocument | DocumentError:
         """The canonical document of the root row with *key* (and *version*, the value of the
-        index's version column), or why it cannot be indexed as the source holds it."""
-        return self._finish(key, doc, version, self._floats)
+        index's version column; *routing*, its routing value), or why it cannot be indexed as the
+        source holds it."""
+        return self._finish(key, doc, version, self._floats, routing)
 
     def _finish(
-        self, key: Sequence[Any], doc: dict[str, Any], version: Any, floats: FloatPaths
+        self, key: Sequence[Any], doc: dict[str, Any], version: Any, floats: FloatPaths, routing: str | None = None
     ) -> BuiltDocument | DocumentError:
         if self._plain_root:
             return self._encoded(document_id(key), doc, floats, sort_key(key), None)
@@ -178,18 +215,24 @@ class DocumentBuilder:
         doc_id, number = checked
         if self.plan.join_field is not None:
             doc[self.plan.join_field] = self.plan.join_parent
-        return self._encoded(doc_id, doc, floats, sort_key(key), number)
+        if self.transform is not None:
+            bad = non_finite_anywhere(doc)
+            if bad is not None:
+                return DocumentError(doc_id, f"the transform's field {bad!r} is NaN or infinite", "NonFinite")
+        return self._encoded(doc_id, doc, floats, sort_key(key), number, routing)
 
     def finish_canonical(
-        self, key: Sequence[Any], canonical: bytes, version: Any = None
+        self, key: Sequence[Any], canonical: bytes, version: Any = None, routing: str | None = None
     ) -> BuiltDocument | DocumentError:
         """:meth:`finish` for a document whose canonical JSON the source wrote itself (see
-        :mod:`sparkindex.documents.canonical_sql`; never for a plan with a join field)."""
+        :mod:`sparkindex.documents.canonical_sql`; never for a plan with a join field or a transform)."""
         checked = self._root_checks(key, version)
         if isinstance(checked, DocumentError):
             return checked
         doc_id, number = checked
-        return BuiltDocument(doc_id, canonical, content_hash(canonical), None, sort_key(key), number)
+        return BuiltDocument(
+            doc_id, canonical, content_hash(canonical, self._hash_key), None, sort_key(key), number, routing
+        )
 
     def _root_checks(self, key: Sequence[Any], version: Any) -> tuple[str, int | None] | DocumentError:
         """The root row's document id and external version, or why it cannot be indexed."""
@@ -208,9 +251,14 @@ class DocumentBuilder:
             return checked
         return doc_id, checked
 
-    @staticmethod
     def _encoded(
-        doc_id: str, doc: dict[str, Any], floats: FloatPaths, key: str, version: int | None, routing: str | None = None
+        self,
+        doc_id: str,
+        doc: dict[str, Any],
+        floats: FloatPaths,
+        key: str,
+        version: int | None,
+        routing: str | None = None,
     ) -> BuiltDocument | DocumentError:
         bad = None if floats is NO_FLOATS else non_finite_path(doc, floats)
         if bad is not None:
@@ -219,7 +267,7 @@ class DocumentBuilder:
             canonical = dumps_document(doc)
         except TypeError as exc:  # orjson.JSONEncodeError is a TypeError (also: integers over 64 bits)
             return DocumentError(doc_id, str(exc), "UnserializableValue")
-        return BuiltDocument(doc_id, canonical, content_hash(canonical), doc, key, version, routing)
+        return BuiltDocument(doc_id, canonical, content_hash(canonical, self._hash_key), doc, key, version, routing)
 
     def join_children(
         self, parent_keys: Sequence[Key], built: list[BuiltDocument], errors: list[DocumentError]
@@ -229,11 +277,11 @@ class DocumentBuilder:
         parents = {k: k for k in parent_keys if None not in k}  # the parent's own values and types
         for rel in self.plan.joins:
             read = rel.read
-            rows = self.source.fetch_where_in(rel.table, rel.remote_key, list(parents), read, rel.order_by)
+            rows = self.source.fetch_where_in(rel.rows, rel.remote_key, list(parents), read, rel.order_by)
             pos = {c: i for i, c in enumerate(read)}
             bodies = _dicts(rel.emit, rows)
             finite = self._attach(rel.children, rows, pos, bodies)
-            finite = finite and finite_level(rows, rel.table, rel.emit, pos)
+            finite = finite and finite_level(rows, rel.rows, rel.emit, pos)
             rpos = [pos[c] for c in rel.remote_key]
             kpos = [pos[c] for c in rel.id_columns]
             vpos = pos[rel.version] if rel.version else None
@@ -288,12 +336,12 @@ class DocumentBuilder:
             single = len(rel.local_key) == 1
             wanted = [(k,) for k in keys if k is not None] if single else [k for k in keys if None not in k]
             read = rel.read
-            rows = self.source.fetch_where_in(rel.table, rel.remote_key, wanted, read, grouped_order(rel))
+            rows = self.source.fetch_where_in(rel.rows, rel.remote_key, wanted, read, grouped_order(rel))
             pos = {c: i for i, c in enumerate(read)}
             child_docs = _dicts(rel.emit, rows)
             if rel.children:
                 finite = self._attach(rel.children, rows, pos, child_docs) and finite
-            finite = finite and finite_level(rows, rel.table, rel.emit, pos)
+            finite = finite and finite_level(rows, rel.rows, rel.emit, pos)
             child_key = itemgetter(*(pos[c] for c in rel.remote_key))
             if rel.kind == "object":
                 one: dict[Any, dict[str, Any]] = {}
@@ -372,9 +420,10 @@ def choose_builder(source: Source, plan: IndexPlan) -> BuilderChoice:
     )
 
 
-def make_builder(source: Source, plan: IndexPlan) -> DocumentBuilder:
-    """The builder :func:`choose_builder` picks for *plan*."""
-    return choose_builder(source, plan).cls(source, plan)
+def make_builder(source: Source, plan: IndexPlan, transform_cache: TransformCache | None = None) -> DocumentBuilder:
+    """The builder :func:`choose_builder` picks for *plan* (*transform_cache*: see
+    :class:`DocumentBuilder`)."""
+    return choose_builder(source, plan).cls(source, plan, transform_cache)
 
 
 __all__ = [

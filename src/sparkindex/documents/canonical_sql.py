@@ -111,9 +111,9 @@ def canonical_object(table: Any, info: TableInfo, emit: Sequence[str], relations
     for name in emit:
         fields[name] = sa.func.coalesce(_value(table, info, name), _text("null"))
     for rel in relations:  # never named like a column (plan.resolve_index refuses that)
-        child = rel.table.table.alias()
+        child = rel.rows.table.alias()
         cond = sa.and_(*[child.c[r] == table.c[lc] for lc, r in zip(rel.local_key, rel.remote_key, strict=True)])
-        obj = canonical_object(child, rel.table, rel.emit, rel.children)
+        obj = canonical_object(child, rel.rows, rel.emit, rel.children)
         order = [child.c[c] for c in rel.order_by]
         if rel.kind == "object":
             sub = sa.select(obj).where(cond).order_by(*order).limit(1).scalar_subquery()

@@ -3,7 +3,8 @@
 Resuming a half-built index with a different mapping, different columns or another source would
 mix two kinds of documents in one version. The fingerprint covers what decides the documents
 (source and target, tables, keys, columns, relations, the mapping, external versions, the
-index's own settings), not what only decides speed
+index's own settings, row filters, renames, computed fields, routing, the transform and the
+delete mode), not what only decides speed
 (page and batch sizes, partition size, Spark settings).
 """
 
@@ -17,6 +18,7 @@ import orjson
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.documents.plan import IndexPlan, RelationPlan
+from sparkindex.documents.shaping import transform_identity
 
 
 def _relation(rel: RelationPlan) -> dict[str, Any]:
@@ -29,6 +31,7 @@ def _relation(rel: RelationPlan) -> dict[str, Any]:
         "remote": rel.remote_key,
         "order": rel.order_by,
         "version": rel.version,
+        "shape": rel.shape.describe(),
         "children": [_relation(c) for c in rel.children],
     }
 
@@ -49,6 +52,11 @@ def plan_fingerprint(plans: dict[str, tuple[IndexPlan, Any]], pipeline: Pipeline
                 "version": plan.version,
                 "join": [plan.join_field, plan.join_parent],
                 "settings": plan.config.settings.to_target(),
+                # which rows, under which names, routed where, transformed by what, deleted how
+                "shape": plan.shape.describe(),
+                "routing": plan.routing,
+                "transform": transform_identity(plan),
+                "deletes": plan.config.deletes,
             }
             for alias, (plan, mapping) in sorted(plans.items())
         },

@@ -39,7 +39,7 @@ def float_paths(table: TableInfo, emit: Sequence[str], relations: Sequence[Relat
     column anywhere beneath them are left out, so that checking a document never walks children
     that cannot hold one (the walk was about a fifth of building time on the large documents)."""
     floats = float_columns(table, emit)
-    children = {r.name: float_paths(r.table, r.emit, r.children) for r in relations}
+    children = {r.name: float_paths(r.rows, r.emit, r.children) for r in relations}
     return floats, {name: sub for name, sub in children.items() if sub[0] or sub[1]}
 
 

@@ -19,6 +19,7 @@ from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Pa
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.mapping import Mapping, with_overrides
 from sparkindex.documents.plan import IndexPlan
+from sparkindex.documents.shaping import TransformCache
 from sparkindex.errors import ConfigError, DocumentError, PermanentError
 from sparkindex.index_source.columns import ID_COLUMN, copy_targets, source_fields
 from sparkindex.index_source.source import IndexSource
@@ -31,6 +32,11 @@ _REFUSED = {
     "version": "an index source has no version column",
     "join": "join children cannot be rebuilt from another index",
     "changes": "change capture reads databases, not indexes",
+    "where": "row filters are SQL, evaluated by a database",
+    "computed": "computed fields are SQL expressions, evaluated by a database",
+    "exclude": "name the fields to keep with columns instead",
+    "routing": "the copied documents keep the index's shards as the new index places them",
+    "transform": "documents are copied as they are stored",
 }
 
 
@@ -38,6 +44,14 @@ def _check_config(cfg: IndexConfig, where: str) -> None:
     for key, why in _REFUSED.items():
         if getattr(cfg, key):
             raise ConfigError(f"{where}.{key}: not available when the source is an index ({why}); remove it")
+    renamed = [path for path, f in cfg.fields.items() if f.from_ is not None]
+    if renamed:
+        raise ConfigError(
+            f"{where}.fields.{renamed[0]}.from: not available when the source is an index (renames read "
+            "database columns); remove it"
+        )
+    if cfg.deletes != "hard":
+        raise ConfigError(f"{where}.deletes: an index source has no change capture, so no deletes to soften")
     if cfg.build != "auto":
         raise ConfigError(f"{where}.build: documents from an index are copied, not built; remove build: {cfg.build}")
 
@@ -72,7 +86,7 @@ def resolve_index_source(source: IndexSource, cfg: IndexConfig, where: str) -> t
 class IndexDocumentBuilder(DocumentBuilder):
     """Pages of documents copied from the source index (see the module's docstring)."""
 
-    def __init__(self, source: IndexSource, plan: IndexPlan) -> None:
+    def __init__(self, source: IndexSource, plan: IndexPlan, transform_cache: TransformCache | None = None) -> None:
         super().__init__(source, plan)
         self.index_source = source
         # the whole stored source, unless the pipeline chose columns

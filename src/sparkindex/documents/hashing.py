@@ -18,5 +18,7 @@ def dumps_document(doc: dict[str, Any]) -> bytes:
     return dumps_json(doc, orjson.OPT_SORT_KEYS)
 
 
-def content_hash(canonical: bytes) -> str:
-    return hashlib.blake2b(canonical, digest_size=16).hexdigest()
+def content_hash(canonical: bytes, key: bytes = b"") -> str:
+    """The hash of *canonical*; *key* (see :func:`sparkindex.documents.shaping.shape_key`) keys it
+    with what shapes the document beyond its bytes (empty: the plain hash)."""
+    return hashlib.blake2b(canonical, digest_size=16, key=key).hexdigest()

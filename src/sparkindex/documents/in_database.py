@@ -31,6 +31,7 @@ from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Pa
 from sparkindex.documents.canonical_sql import SLOW_MARK, canonical_document_or_reason
 from sparkindex.documents.floats import restore_floats
 from sparkindex.documents.plan import IndexPlan, RelationPlan
+from sparkindex.documents.shaping import TransformCache
 from sparkindex.errors import DocumentError
 from sparkindex.keys import document_id
 from sparkindex.sources.base import KeyRange, Source, coerce_key
@@ -61,13 +62,22 @@ class RawDocumentLoader(Loader):
 
 
 class JsonAggregationBuilder(DocumentBuilder):
-    def __init__(self, source: Source, plan: IndexPlan, server_canonical: bool = True) -> None:
+    def __init__(
+        self,
+        source: Source,
+        plan: IndexPlan,
+        transform_cache: TransformCache | None = None,
+        server_canonical: bool = True,
+    ) -> None:
         """*server_canonical*: let the server write canonical JSON where the plan's types allow
         (off: every document takes the decoding path, the reference the fast path is held to)."""
-        super().__init__(source, plan)
-        self._root = plan.table.table.alias("r0")
+        super().__init__(source, plan, transform_cache)
+        self._root = plan.rows.table.alias("r0")
         self._keys = [self._root.c[k] for k in plan.id_columns]
-        self._extra = [self._root.c[plan.version]] if plan.version else []
+        #: beside the keys: the version column, then the routing column, where the plan has them
+        self._extra = [self._root.c[c] for c in (plan.version, plan.routing) if c is not None]
+        self._version_at = len(self._keys) if plan.version else None
+        self._routing_at = len(self._keys) + len(self._extra) - 1 if plan.routing else None
         engine = source.engine
         self._psycopg = engine.dialect.driver == "psycopg"
         if self._psycopg and not sa.event.contains(engine, "before_cursor_execute", raw_document_cursor):
@@ -81,9 +91,11 @@ class JsonAggregationBuilder(DocumentBuilder):
             self.decoding_reason = "server-written JSON is turned off for this builder"
         elif plan.join_field is not None:
             self.decoding_reason = "the index has join relations, whose join field is added in Python"
+        elif plan.config.transform is not None:
+            self.decoding_reason = "the index has a transform, which runs on the decoded document in Python"
         else:
             canonical, self.decoding_reason = canonical_document_or_reason(
-                self._root, plan.table, plan.emit, plan.embedded
+                self._root, plan.rows, plan.emit, plan.embedded
             )
         self._use(canonical)
         self._server_checked = canonical is None
@@ -133,7 +145,7 @@ class JsonAggregationBuilder(DocumentBuilder):
         for col in emit:
             args += [sa.literal(col), table.c[col]]
         for rel in relations:
-            child = rel.table.table.alias()
+            child = rel.rows.table.alias()
             cond = sa.and_(*[child.c[r] == table.c[lc] for lc, r in zip(rel.local_key, rel.remote_key, strict=True)])
             obj = self._object(child, rel.emit, rel.children)
             order = [child.c[c] for c in rel.order_by]
@@ -165,8 +177,8 @@ class JsonAggregationBuilder(DocumentBuilder):
     def statement(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int | None) -> sa.Select[Any]:
         plan = self.plan
         stmt = self._doc_select
-        start = coerce_key(plan.table, plan.id_columns, after if after is not None else rng.after)
-        upto = coerce_key(plan.table, plan.id_columns, rng.upto)
+        start = coerce_key(plan.rows, plan.id_columns, after if after is not None else rng.after)
+        upto = coerce_key(plan.rows, plan.id_columns, rng.upto)
         if start is not None:
             stmt = stmt.where(Source._key_cond(self._keys, ">", start))
         if upto is not None:
@@ -175,34 +187,50 @@ class JsonAggregationBuilder(DocumentBuilder):
         return stmt.limit(limit) if limit is not None else stmt
 
     def _documents(self, rows: Sequence[Row]) -> tuple[list[BuiltDocument], list[DocumentError]]:
-        """Each row (id columns, [version], JSON text) as a canonical document or a failure naming
-        its id; then the join children of the rows."""
-        docs: list[BuiltDocument] = []
-        failures: list[DocumentError] = []
+        """Each row (id columns, [version], [routing], JSON text) as a canonical document or a
+        failure naming its id, in the rows' order; then the join children of the rows."""
         n = len(self._keys)
         canonical = self._canonical is not None
+        results: list[BuiltDocument | DocumentError | None] = []
+        decoded: list[tuple[int, dict[str, Any]]] = []  # (position in results, decoded body)
         for row in rows:
-            raw, version = row[-1], (row[n] if self._extra else None)
-            result: BuiltDocument | DocumentError
+            raw = row[-1]
             if canonical and SLOW_MARK not in raw:
-                result = self.finish_canonical(row[:n], raw, version)
-            else:
-                if canonical:
-                    raw = raw.replace(SLOW_MARK, b"")  # PostgreSQL's own JSON: decoded as before
-                try:
-                    body = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    failures.append(DocumentError(document_id(row[:n]), str(exc), "InvalidJSON"))
-                    continue
-                restore_floats(body, self._floats)
-                result = self.finish(row[:n], body, version)
-            if isinstance(result, DocumentError):
-                failures.append(result)
-            else:
-                docs.append(result)
+                results.append(
+                    self.finish_canonical(row[:n], raw, self._at(row, self._version_at), self._routing_of(row))
+                )
+                continue
+            if canonical:
+                raw = raw.replace(SLOW_MARK, b"")  # PostgreSQL's own JSON: decoded as before
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                results.append(DocumentError(document_id(row[:n]), str(exc), "InvalidJSON"))
+                continue
+            restore_floats(body, self._floats)
+            decoded.append((len(results), body))
+            results.append(None)
+        ids = [document_id(rows[at][:n]) for at, _ in decoded]
+        for (at, _), body in zip(decoded, self.transformed(ids, [b for _, b in decoded]), strict=True):
+            row = rows[at]
+            results[at] = (
+                body
+                if isinstance(body, DocumentError)
+                else self.finish(row[:n], body, self._at(row, self._version_at), self._routing_of(row))
+            )
+        docs = [r for r in results if isinstance(r, BuiltDocument)]
+        failures = [r for r in results if isinstance(r, DocumentError)]
         if self.plan.joins:
             self.join_children([tuple(r[:n]) for r in rows], docs, failures)
         return docs, failures
+
+    @staticmethod
+    def _at(row: Row, position: int | None) -> Any:
+        return None if position is None else row[position]
+
+    def _routing_of(self, row: Row) -> str | None:
+        value = self._at(row, self._routing_at)
+        return None if value is None else str(value)
 
     def page(self, rng: KeyRange, after: tuple[Any, ...] | None, limit: int) -> Page:
         with self.source.connect(f"a page of documents from table {self.plan.table.name!r}") as conn:

@@ -53,7 +53,7 @@ def _properties(table: TableInfo, emit: Sequence[str], relations: Sequence[Relat
         props[rel.name] = {
             # a join child's fields sit under its relation's name in its own document
             "type": "object" if rel.kind == "join" else rel.kind,
-            "properties": _properties(rel.table, rel.emit, rel.children),
+            "properties": _properties(rel.rows, rel.emit, rel.children),
         }
     return props
 
@@ -91,7 +91,7 @@ def _apply(props: dict[str, Any], path: str, override: FieldOverride, where: str
 
 def infer_mapping(plan: IndexPlan, where: str) -> Mapping:
     """The index's mapping; *where* is the index's config key path (``p.yaml: indexes[0]``)."""
-    props = _properties(plan.table, plan.emit, plan.relations)
+    props = _properties(plan.rows, plan.emit, plan.relations)
     reserved: frozenset[str] = frozenset()
     if plan.join_field is not None:
         props[plan.join_field] = join_mapping(plan)

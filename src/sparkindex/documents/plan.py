@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from sparkindex.config.indexes import IndexConfig, RelationConfig
+from sparkindex.documents.shape import PLAIN, Shape, check_keys_visible, resolve_shape, shaped_view
 from sparkindex.errors import ConfigError, PermanentError
 from sparkindex.sources.base import Source, TableInfo
 
@@ -30,12 +31,27 @@ class RelationPlan:
     id_columns: list[str] = field(default_factory=list)
     #: join only: the column holding each child document's external version
     version: str | None = None
+    #: the rows and fields this relation takes from its table (:mod:`.shape`)
+    shape: Shape = PLAIN
+
+    @property
+    def keys(self) -> list[str]:
+        """The columns read under their own names: every key the relation tree needs."""
+        keys = [*self.remote_key, *self.id_columns, *(k for c in self.children for k in c.local_key)]
+        return [*keys, *([self.version] if self.version else [])]
 
     @property
     def read(self) -> list[str]:
         """Columns to select: emitted ones plus every key the relation tree needs."""
-        keys = [*self.remote_key, *self.id_columns, *(k for c in self.children for k in c.local_key)]
-        return _read_columns(self.emit, [*keys, *([self.version] if self.version else [])])
+        return _read_columns(self.emit, self.keys)
+
+    @property
+    def rows(self) -> TableInfo:
+        """The table as this relation's documents read it (:func:`~.shape.shaped_view`)."""
+        return _view(self, self.table, self.shape)
+
+    def __getstate__(self) -> dict[str, object]:
+        return _without_view(self.__dict__)
 
 
 @dataclass
@@ -52,6 +68,24 @@ class IndexPlan:
     #: with join relations: the join field's name, and the parents' name in it
     join_field: str | None = None
     join_parent: str | None = None
+    #: the rows and fields the documents take from the root table (:mod:`.shape`)
+    shape: Shape = PLAIN
+    #: the root-table column whose value routes each document (``_routing``)
+    routing: str | None = None
+
+    @property
+    def rows(self) -> TableInfo:
+        """The root table as the documents read it (:func:`~.shape.shaped_view`); ``table`` is
+        the table itself, for reads that must see every row."""
+        return _view(self, self.table, self.shape)
+
+    def __getstate__(self) -> dict[str, object]:
+        return _without_view(self.__dict__)
+
+    @property
+    def shaped(self) -> bool:
+        """Whether any level filters, renames or computes (the documents are not the tables')."""
+        return not self.shape.plain or any(_shaped(r) for r in self.relations)
 
     @property
     def alias(self) -> str:
@@ -66,9 +100,34 @@ class IndexPlan:
         return [r for r in self.relations if r.kind == "join"]
 
     @property
-    def read(self) -> list[str]:
+    def keys(self) -> list[str]:
+        """The root columns read under their own names: ids, relations' keys, version, routing."""
         keys = [*self.id_columns, *(k for r in self.relations for k in r.local_key)]
-        return _read_columns(self.emit, [*keys, *([self.version] if self.version else [])])
+        return [*keys, *([self.version] if self.version else []), *([self.routing] if self.routing else [])]
+
+    @property
+    def read(self) -> list[str]:
+        return _read_columns(self.emit, self.keys)
+
+
+_VIEW = "_shaped_view"
+
+
+def _view(level: IndexPlan | RelationPlan, table: TableInfo, shape: Shape) -> TableInfo:
+    """The level's shaped view, built once per process (never pickled: a plan shipped to a
+    Spark task builds it again where it is read)."""
+    view = level.__dict__.get(_VIEW)
+    if view is None:
+        view = level.__dict__[_VIEW] = shaped_view(table, shape)
+    return view
+
+
+def _without_view(state: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in state.items() if k != _VIEW}
+
+
+def _shaped(rel: RelationPlan) -> bool:
+    return not rel.shape.plain or any(_shaped(c) for c in rel.children)
 
 
 def _read_columns(emit: Sequence[str], keys: Sequence[str]) -> list[str]:
@@ -106,11 +165,31 @@ def _type_name(col_type: sa.types.TypeEngine[object]) -> str:
         return type(col_type).__name__
 
 
+def _renames(renamed: Mapping[str, str], path: str) -> dict[str, str]:
+    """The renames (``fields`` entries with ``from``) of the level at *path* ("" for the root,
+    ``reviews.author`` for a nested relation): new field name -> column."""
+    out: dict[str, str] = {}
+    for dotted, column in renamed.items():
+        prefix, _, name = dotted.rpartition(".")
+        if prefix == path:
+            out[name] = column
+    return out
+
+
 def _resolve_relation(
-    source: Source, parent: TableInfo, cfg: RelationConfig, where: str, parent_id: Sequence[str] | None = None
+    source: Source,
+    parent: TableInfo,
+    cfg: RelationConfig,
+    where: str,
+    parent_id: Sequence[str] | None = None,
+    renamed: Mapping[str, str] | None = None,
+    path: str = "",
 ) -> RelationPlan:
     """*parent_id*: the index's id columns when *cfg* sits directly under the index (only there
-    may a relation be a join)."""
+    may a relation be a join). *renamed*: the index's renames by dotted path; *path*: the dotted
+    path of the relation's parent ("" for the root)."""
+    renamed = renamed or {}
+    path = f"{path}.{cfg.name}" if path else cfg.name
     table = source.table(cfg.table, f"{where}.table")
     if cfg.type == "join" and parent_id is None:
         raise ConfigError(
@@ -156,18 +235,22 @@ def _resolve_relation(
         raise ConfigError(f"{where}: local_key {local} and remote_key {remote} differ in length")
     parent.require_columns(local, f"{where}.local_key")
     table.require_columns(remote, f"{where}.remote_key")
-    emit = list(cfg.columns) if cfg.columns is not None else list(table.columns)
-    table.require_columns(emit, f"{where}.columns")
+    emit, shape = resolve_shape(
+        source, table, cfg.columns, cfg.exclude, _renames(renamed, path), cfg.computed, cfg.where, where
+    )
     order_by = cfg.order_by or list(table.primary_key) or remote
     table.require_columns(order_by, f"{where}.order_by")
     children = [
-        _resolve_relation(source, table, child, f"{where}.relations[{i}]") for i, child in enumerate(cfg.relations)
+        _resolve_relation(source, table, child, f"{where}.relations[{i}]", None, renamed, path)
+        for i, child in enumerate(cfg.relations)
     ]
     _check_names(emit, children, where)
     rel = RelationPlan(cfg.name, cfg.type, table, emit, list(local), list(remote), list(order_by), children)
+    rel.shape = shape
     if cfg.type == "join":
         assert parent_id is not None
         _check_join(rel, cfg, parent, list(parent_id), where)
+    check_keys_visible(shape, [*rel.keys, *rel.order_by], where, table.name)
     return rel
 
 
@@ -273,18 +356,64 @@ def resolve_index(source: Source, cfg: IndexConfig, where: str) -> IndexPlan:
         raise ConfigError(f"{where}.id: table {table.name!r} has no primary key; name the id column(s)")
     table.require_columns(id_columns, f"{where}.id")
     check_unique_id(table, id_columns, f"{where}.id")
-    emit = list(cfg.columns) if cfg.columns is not None else list(table.columns)
-    table.require_columns(emit, f"{where}.columns")
+    renamed = _checked_renames(cfg, where)
+    emit, shape = resolve_shape(
+        source, table, cfg.columns, cfg.exclude, _renames(renamed, ""), cfg.computed, cfg.where, where
+    )
     relations = [
-        _resolve_relation(source, table, r, f"{where}.relations[{i}]", id_columns) for i, r in enumerate(cfg.relations)
+        _resolve_relation(source, table, r, f"{where}.relations[{i}]", id_columns, renamed)
+        for i, r in enumerate(cfg.relations)
     ]
     _check_names(emit, relations, where)
-    plan = IndexPlan(cfg, table, id_columns, emit, relations)
+    plan = IndexPlan(cfg, table, id_columns, emit, relations, shape=shape)
     if cfg.version is not None:
         check_version_column(table, cfg.version, f"{where}.version")
         plan.version = cfg.version
+    if cfg.routing is not None:
+        table.require_columns([cfg.routing], f"{where}.routing")
+        plan.routing = cfg.routing
     _check_join_field(plan, where)
+    _check_shape_with_joins(plan, where)
+    check_keys_visible(shape, plan.keys, where, table.name)
     return plan
+
+
+def _checked_renames(cfg: IndexConfig, where: str) -> dict[str, str]:
+    """The index's renames by dotted field path, each naming a level that exists."""
+    renamed = {path: f.from_ for path, f in cfg.fields.items() if f.from_ is not None}
+    levels = {""}
+
+    def walk(relations: Sequence[RelationConfig], prefix: str) -> None:
+        for rel in relations:
+            levels.add(f"{prefix}.{rel.name}" if prefix else rel.name)
+            walk(rel.relations, f"{prefix}.{rel.name}" if prefix else rel.name)
+
+    walk(cfg.relations, "")
+    for path in renamed:
+        prefix = path.rpartition(".")[0]
+        if prefix not in levels:
+            raise ConfigError(
+                f"{where}.fields.{path}.from: {prefix!r} is no relation of this index; a renamed field's path is "
+                "the relation names down to it, then its new name"
+            )
+    return renamed
+
+
+def _check_shape_with_joins(plan: IndexPlan, where: str) -> None:
+    """Routing and soft deletes are for the index's own documents; join children are routed to
+    their parent and removed with it."""
+    if not plan.joins:
+        return
+    if plan.routing is not None:
+        raise ConfigError(
+            f"{where}.routing: an index with join relations routes each child to its parent's document id; "
+            "a routing column of the parents would separate them from their children"
+        )
+    if plan.config.deletes == "soft":
+        raise ConfigError(
+            f"{where}.deletes: soft deletes keep the index's own documents as tombstones; an index with join "
+            "relations (child documents of their own) supports deletes: hard only"
+        )
 
 
 #: how many sets of shipped plans a worker process keeps builders for (jobs, sync runs, verify

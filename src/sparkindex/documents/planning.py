@@ -9,6 +9,7 @@ from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.documents.mapping import Mapping, infer_mapping
 from sparkindex.documents.plan import IndexPlan, resolve_index
+from sparkindex.documents.shaping import make_transform
 from sparkindex.errors import ConfigError
 from sparkindex.index_source.source import IndexSource
 from sparkindex.sources.base import Source
@@ -44,13 +45,32 @@ def resolve_plan(source: Source, cfg: IndexConfig, where: str) -> tuple[IndexPla
 
         return resolve_index_source(source, cfg, where)
     plan = resolve_index(source, cfg, where)
+    check_transform(plan, where)
     return plan, infer_mapping(plan, where)
+
+
+def check_transform(plan: IndexPlan, where: str) -> None:
+    """The transform's function imports here, in the driver, and its ``on_change`` fields are
+    fields of the documents (a ConfigError naming the key otherwise)."""
+    transform = make_transform(plan)
+    if transform is None:
+        return
+    transform.check(where)
+    on_change = plan.config.transform.on_change if plan.config.transform is not None else None
+    fields = [*plan.emit, *(r.name for r in plan.relations)]
+    for i, name in enumerate(on_change or []):
+        if name not in fields:
+            raise ConfigError(
+                f"{where}.transform.on_change[{i}]: {name!r} is not a field of the documents the transform "
+                f"receives (fields: {', '.join(fields)})"
+            )
 
 
 def check_target_capabilities(
     pipeline: Pipeline, plans: dict[str, tuple[IndexPlan, Mapping]], target: TargetWriter | None = None
 ) -> None:
     """Refuse, before any index exists, what the target cannot hold (a config error, exit 2)."""
+    _check_routing(pipeline, plans, target)
     joins = [(alias, plan) for alias, (plan, _) in plans.items() if plan.joins]
     if not joins:
         return
@@ -69,4 +89,26 @@ def check_target_capabilities(
         f"{pipeline.origin}: indexes[{i}].relations[{j}].type: join relations make parent-child documents, "
         f"which target {redact_url(pipeline.target.url)!r} cannot hold; use type: nested, or an OpenSearch or "
         "Elasticsearch target"
+    )
+
+
+def _check_routing(
+    pipeline: Pipeline, plans: dict[str, tuple[IndexPlan, Mapping]], target: TargetWriter | None = None
+) -> None:
+    """A routing column needs a target with shards to route to (OpenSearch, Elasticsearch)."""
+    routed = [alias for alias, (plan, _) in plans.items() if plan.routing is not None]
+    if not routed:
+        return
+    if target is None:
+        from sparkindex.targets.registry import target_class
+
+        supported = target_class(pipeline.target.url).supports_routing
+    else:
+        supported = target.supports_routing
+    if supported:
+        return
+    i = next(n for n, idx in enumerate(pipeline.indexes) if idx.alias == routed[0])
+    raise ConfigError(
+        f"{pipeline.origin}: indexes[{i}].routing: target {redact_url(pipeline.target.url)!r} has no shards to route "
+        "documents to; routing is for OpenSearch and Elasticsearch targets, remove it"
     )

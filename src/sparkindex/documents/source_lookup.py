@@ -95,7 +95,7 @@ class SourceLookup:
     def existing_roots(self, keys: Iterable[Key]) -> set[str]:
         """Document ids of the root rows with these keys that exist (by their own id)."""
         plan = self.plan
-        rows = self.source.fetch_where_in(plan.table, plan.id_columns, list(keys), plan.id_columns, plan.id_columns)
+        rows = self.source.fetch_where_in(plan.rows, plan.id_columns, list(keys), plan.id_columns, plan.id_columns)
         return {document_id(r) for r in rows}
 
     def existing(self, ids: Sequence[str]) -> set[str]:
@@ -120,7 +120,7 @@ class SourceLookup:
     def parents_of(self, rel: RelationPlan, keys: Sequence[Key]) -> dict[str, Key]:
         """Child document id -> its parent's key, for the child rows with *keys* that exist."""
         cols = list(dict.fromkeys([*rel.id_columns, *rel.remote_key]))
-        rows = self.source.fetch_where_in(rel.table, rel.id_columns, list(keys), cols, rel.id_columns)
+        rows = self.source.fetch_where_in(rel.rows, rel.id_columns, list(keys), cols, rel.id_columns)
         pos = {c: i for i, c in enumerate(cols)}
         out: dict[str, Key] = {}
         for row in rows:

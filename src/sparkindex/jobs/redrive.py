@@ -172,7 +172,8 @@ def redrive(
                     report.skipped += n
                     report.notes.append(f"alias {alias!r} points at no index; reindex first ({n} letters left)")
                 continue
-            worker = Redrive(p, make_builder(source, plans[alias][0]), target, store, report.run_id)
+            builder = make_builder(source, plans[alias][0], store.transform_cache)
+            worker = Redrive(p, builder, target, store, report.run_id)
             after: str | None = None
             while True:
                 letters = store.dead_letters.page(alias, after, PAGE, error_class)

@@ -55,7 +55,8 @@ class TableInfo:
     columns: dict[str, Column]
     primary_key: tuple[str, ...]
     foreign_keys: tuple[ForeignKey, ...]
-    table: sa.Table = field(compare=False, repr=False)
+    #: the table itself, or the shaped view one level of documents reads it through (a filtered subquery)
+    table: sa.FromClause = field(compare=False, repr=False)
     #: Column sets the database keeps unique: unique constraints and unique indexes (not partial
     #: ones, not expressions); the primary key is in ``primary_key``.
     unique_keys: tuple[tuple[str, ...], ...] = ()
@@ -149,6 +150,23 @@ class Source:
 
     def session_setup(self, dbapi_conn: Any) -> None:
         """Session settings for every new connection (the statement timeout); optional."""
+
+    def result_type(
+        self, conn: sa.Connection, info: TableInfo, expression: sa.ColumnElement[Any]
+    ) -> sa.types.TypeEngine[Any] | None:
+        """The type of *expression*'s result over *info*'s rows, as the server reports it (None:
+        unknown, typed as text). Prepares the expression without reading a row, so a bad one
+        raises the driver's error (:mod:`sparkindex.sources.expressions` reports it)."""
+        result = conn.execute(sa.select(expression).select_from(info.table).limit(0))
+        try:
+            description = result.cursor.description if result.cursor is not None else None
+        finally:
+            result.close()
+        return self.described_type(conn, description[0]) if description else None
+
+    def described_type(self, conn: sa.Connection, column: Any) -> sa.types.TypeEngine[Any] | None:
+        """The type a DB-API cursor description's *column* names; optional (None: unknown)."""
+        return None
 
     def _on_connect(self, dbapi_conn: Any, _record: Any) -> None:
         self.session_setup(dbapi_conn)

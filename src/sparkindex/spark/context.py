@@ -103,7 +103,8 @@ class WorkerContext:
         def builder(alias: str) -> DocumentBuilder:
             cached = cache.builders.get(alias)
             if cached is None:
-                cached = cache.builders[alias] = make_builder(self.source, shipped_plan(cache.plans, alias))
+                plan = shipped_plan(cache.plans, alias)
+                cached = cache.builders[alias] = make_builder(self.source, plan, self.store.transform_cache)
             return cached
 
         return builder
@@ -139,7 +140,7 @@ class PlannedResources:
         cached = self.plans.builders.get(alias)
         if cached is None:
             plan = shipped_plan(self.plans.plans, alias)
-            cached = self.plans.builders[alias] = make_builder(self.source, plan)
+            cached = self.plans.builders[alias] = make_builder(self.source, plan, self.store.transform_cache)
         return cached
 
     def lookup(self, alias: str) -> SourceLookup:

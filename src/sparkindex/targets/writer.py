@@ -56,6 +56,8 @@ class TargetWriter(TargetHandle):
     #: their parent's shard). Pipelines with ``type: join`` relations are refused at planning on
     #: targets without it (exit 2), before any index is created.
     supports_join: ClassVar[bool] = False
+    #: whether documents can be routed to shards by a value of their own (indexes[].routing)
+    supports_routing: ClassVar[bool] = False
     #: Whether the backend compares ``BulkItem.version`` itself, so that an older write never
     #: replaces a newer one (OpenSearch/Elasticsearch ``external_gte``). Change capture keeps a
     #: version ledger in the coordination store for targets that do not.

@@ -15,6 +15,20 @@ from sqlalchemy.dialects import mysql
 
 from sparkindex.sources.base import Source
 
+#: Result types of computed fields, by the protocol's field type codes (MySQLdb.constants.FIELD_TYPE;
+#: the others, strings among them, are sized by the column's length below).
+_RESULT_TYPES: dict[int, sa.types.TypeEngine[Any]] = {
+    **dict.fromkeys((1, 2, 3, 8, 9, 13), sa.BigInteger()),  # TINY, SHORT, LONG, LONGLONG, INT24, YEAR
+    4: sa.Float(),  # FLOAT
+    5: sa.Float(precision=53),  # DOUBLE
+    **dict.fromkeys((0, 246), sa.Numeric()),  # DECIMAL, NEWDECIMAL
+    **dict.fromkeys((7, 12), sa.DateTime()),  # TIMESTAMP, DATETIME
+    **dict.fromkeys((10, 14), sa.Date()),  # DATE, NEWDATE
+    245: sa.JSON(),
+}
+#: VARCHAR, VAR_STRING, STRING: sized; the BLOB codes carry TEXT too (unbounded: text)
+_SIZED_STRINGS = frozenset({15, 253, 254})
+
 
 class MysqlSource(Source):
     max_in_params = 5000
@@ -41,6 +55,16 @@ class MysqlSource(Source):
             column_info["type"] = sa.Boolean()  # BOOLEAN is stored as TINYINT(1)
         elif isinstance(col_type, sa.Float) and col_type.asdecimal:
             col_type.asdecimal = False  # DOUBLE read as Decimal is rounded to 10 places
+
+    def described_type(self, conn: sa.Connection, column: Any) -> sa.types.TypeEngine[Any] | None:
+        """By the protocol's field type; a string result keeps its length in characters (a short
+        one maps to a keyword, as a short VARCHAR column does)."""
+        code, size = column[1], column[3]
+        if code in _RESULT_TYPES:
+            return _RESULT_TYPES[code]
+        if code in _SIZED_STRINGS and isinstance(size, int) and size > 0:
+            return sa.String(max(1, size // 4))  # the server reports bytes: utf8mb4 is 4 a character
+        return sa.Text()
 
     def page_options(self) -> dict[str, Any]:
         return {"stream_results": True, "yield_per": 5000}

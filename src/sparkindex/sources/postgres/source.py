@@ -12,6 +12,21 @@ from sqlalchemy.dialects.postgresql import DOMAIN
 from sparkindex.sources.base import KeyRange, Source, TableInfo
 from sparkindex.sources.partitioning import distinct_in_order, ranges_from_boundaries, split_by_range_or_walk
 
+#: Result types of computed fields, by PostgreSQL type name (the others are typed as text).
+_RESULT_TYPES: dict[str, sa.types.TypeEngine[Any]] = {
+    **dict.fromkeys(("int2", "int4", "int8", "oid"), sa.BigInteger()),
+    "float4": sa.REAL(),
+    "float8": sa.Float(precision=53),
+    "numeric": sa.Numeric(),
+    "bool": sa.Boolean(),
+    **dict.fromkeys(("text", "varchar", "bpchar", "name"), sa.Text()),
+    "date": sa.Date(),
+    "timestamp": sa.DateTime(),
+    "timestamptz": sa.DateTime(timezone=True),
+    **dict.fromkeys(("json", "jsonb"), sa.JSON()),
+    "uuid": sa.Uuid(),
+}
+
 #: Keys sampled per wanted partition: enough for boundaries within a few percent of even.
 SAMPLES_PER_PARTITION = 200
 
@@ -39,6 +54,12 @@ class PostgresSource(Source):
         while isinstance(col_type, DOMAIN):  # its values are its base type's, on the wire too
             col_type = col_type.data_type
         column_info["type"] = col_type
+
+    def described_type(self, conn: sa.Connection, column: Any) -> sa.types.TypeEngine[Any] | None:
+        """By the result column's type OID, named through the connection's type registry."""
+        dbapi = conn.connection.dbapi_connection
+        info = dbapi.adapters.types.get(column.type_code) if dbapi is not None else None
+        return None if info is None else _RESULT_TYPES.get(info.name)
 
     def page_options(self) -> dict[str, Any]:
         return {"stream_results": True, "yield_per": 5000}

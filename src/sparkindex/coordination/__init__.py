@@ -5,7 +5,8 @@ One module per concept, each a class over the store's engine and tables: ``jobs`
 ``partitions`` (the claim and progress) and ``resets``, ``stats``, ``locks``, ``dead_letters``,
 ``write_ahead``, ``swap_log``, ``offsets`` (consumer offsets), ``ledger`` (document versions per
 index), ``deferred_changes``, ``holds`` (holds with their lease, sync presence,
-hand-overs), ``deferred_runs``, ``sync_events``, ``verify_runs``. ``store.CoordinationStore``
+hand-overs), ``deferred_runs``, ``sync_events``, ``verify_runs``, ``transform_cache`` (what
+an ``on_change`` transform computed per document). ``store.CoordinationStore``
 opens them together, one attribute per concept (``store.job_rows.create_job(...)``,
 ``store.sync_events``, ``store.verify_runs``), and closes them as a context manager; ``views``
 reads them for the server. Every table is defined in ``tables``

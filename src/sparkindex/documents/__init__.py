@@ -7,6 +7,13 @@ reads ``sources`` and speaks the targets' value types (the bulk item); ``sources
 
 * ``plan``: an index's configuration resolved against the live schema: unknown tables and columns, ``id`` unique
   and NOT NULL, version columns, join checks.
+* ``shape``: each level's row filter, renames, computed and excluded fields, and the shaped view every read that
+  builds documents goes through (filters and expressions checked by the database at plan time).
+* ``shaping``: what shapes a document beyond its bytes (the transform's identity, the routing column), keying the
+  content hash.
+* ``transform``: per-document Python transforms, run in the workers; ``on_change`` ones only for documents whose
+  inputs changed (a cache in the coordination store).
+* ``tombstones``: soft deletes: the tombstone a deleted row's document becomes, and its recognisable hash.
 * ``planning``: the aliases a command names, their plans and mappings (``resolve_plans``), and what the target
   cannot hold, refused before any lock.
 * ``fingerprint``: what a job's documents are built from, so a rerun resumes only the same job.

@@ -104,9 +104,25 @@ def with_overrides(
 ) -> Mapping:
     """*props* (inferred from SQL, or a source index's in an index-to-index rebuild) with the
     index's ``fields`` shorthands, ``mapping`` override and root options applied."""
+    if plan.config.transform is not None:
+        _declare_transform_fields(props, plan.config.mapping.properties, where)
     for path, override in plan.config.fields.items():
         if path.split(".")[0] in reserved:
             raise ConfigError(f"{where}.fields.{path}: {path!r} is the join field, which the join relations declare")
         _apply(props, path, override, where)
     merge_properties(props, plan.config.mapping.properties, f"{where}.mapping.properties", props, reserved)
     return {**plan.config.mapping.root_options(), "properties": props}
+
+
+def _declare_transform_fields(props: dict[str, Any], overrides: dict[str, Any], where: str) -> None:
+    """A transform adds fields the schema does not show (an embedding): the ``mapping`` override
+    declares them at the top level, each with its ``type``; the override then applies as usual."""
+    for name, spec in overrides.items():
+        if name in props:
+            continue
+        if not isinstance(spec, dict) or "type" not in spec or "properties" in spec:
+            raise ConfigError(
+                f"{where}.mapping.properties.{name}: no such field in the documents; a field the transform adds "
+                "is declared here with its type ({type: knn_vector, dimension: 8}, say)"
+            )
+        props[name] = {"type": spec["type"]}

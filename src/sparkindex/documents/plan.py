@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from sparkindex.config.indexes import IndexConfig, RelationConfig
-from sparkindex.documents.shape import PLAIN, Shape, check_keys_visible, resolve_shape, shaped_view
+from sparkindex.documents.shape import (
+    PLAIN,
+    Shape,
+    check_keys_visible,
+    index_renames,
+    level_renames,
+    resolve_shape,
+    shaped_view,
+)
 from sparkindex.errors import ConfigError, PermanentError
 from sparkindex.sources.base import Source, TableInfo
 
@@ -165,17 +173,6 @@ def _type_name(col_type: sa.types.TypeEngine[object]) -> str:
         return type(col_type).__name__
 
 
-def _renames(renamed: Mapping[str, str], path: str) -> dict[str, str]:
-    """The renames (``fields`` entries with ``from``) of the level at *path* ("" for the root,
-    ``reviews.author`` for a nested relation): new field name -> column."""
-    out: dict[str, str] = {}
-    for dotted, column in renamed.items():
-        prefix, _, name = dotted.rpartition(".")
-        if prefix == path:
-            out[name] = column
-    return out
-
-
 def _resolve_relation(
     source: Source,
     parent: TableInfo,
@@ -236,7 +233,7 @@ def _resolve_relation(
     parent.require_columns(local, f"{where}.local_key")
     table.require_columns(remote, f"{where}.remote_key")
     emit, shape = resolve_shape(
-        source, table, cfg.columns, cfg.exclude, _renames(renamed, path), cfg.computed, cfg.where, where
+        source, table, cfg.columns, cfg.exclude, level_renames(renamed, path), cfg.computed, cfg.where, where
     )
     order_by = cfg.order_by or list(table.primary_key) or remote
     table.require_columns(order_by, f"{where}.order_by")
@@ -356,9 +353,9 @@ def resolve_index(source: Source, cfg: IndexConfig, where: str) -> IndexPlan:
         raise ConfigError(f"{where}.id: table {table.name!r} has no primary key; name the id column(s)")
     table.require_columns(id_columns, f"{where}.id")
     check_unique_id(table, id_columns, f"{where}.id")
-    renamed = _checked_renames(cfg, where)
+    renamed = index_renames(cfg, where)
     emit, shape = resolve_shape(
-        source, table, cfg.columns, cfg.exclude, _renames(renamed, ""), cfg.computed, cfg.where, where
+        source, table, cfg.columns, cfg.exclude, level_renames(renamed, ""), cfg.computed, cfg.where, where
     )
     relations = [
         _resolve_relation(source, table, r, f"{where}.relations[{i}]", id_columns, renamed)
@@ -376,27 +373,6 @@ def resolve_index(source: Source, cfg: IndexConfig, where: str) -> IndexPlan:
     _check_shape_with_joins(plan, where)
     check_keys_visible(shape, plan.keys, where, table.name)
     return plan
-
-
-def _checked_renames(cfg: IndexConfig, where: str) -> dict[str, str]:
-    """The index's renames by dotted field path, each naming a level that exists."""
-    renamed = {path: f.from_ for path, f in cfg.fields.items() if f.from_ is not None}
-    levels = {""}
-
-    def walk(relations: Sequence[RelationConfig], prefix: str) -> None:
-        for rel in relations:
-            levels.add(f"{prefix}.{rel.name}" if prefix else rel.name)
-            walk(rel.relations, f"{prefix}.{rel.name}" if prefix else rel.name)
-
-    walk(cfg.relations, "")
-    for path in renamed:
-        prefix = path.rpartition(".")[0]
-        if prefix not in levels:
-            raise ConfigError(
-                f"{where}.fields.{path}.from: {prefix!r} is no relation of this index; a renamed field's path is "
-                "the relation names down to it, then its new name"
-            )
-    return renamed
 
 
 def _check_shape_with_joins(plan: IndexPlan, where: str) -> None:

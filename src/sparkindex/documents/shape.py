@@ -18,11 +18,13 @@ re-created by the rebuild) and the key walks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
+from sparkindex.config.indexes import IndexConfig, RelationConfig
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import Column, Source, TableInfo
 from sparkindex.sources.expressions import check_filter, expression_type, literal_sql
@@ -136,4 +138,44 @@ def resolve_shape(
     return emit, Shape(where, dict(renamed), dict(computed), types)
 
 
-__all__ = ["PLAIN", "Shape", "check_keys_visible", "resolve_shape", "shaped_view"]
+def level_renames(renamed: Mapping[str, str], path: str) -> dict[str, str]:
+    """The renames (``fields`` entries with ``from``) of the level at *path* ("" for the root,
+    ``reviews.author`` for a nested relation): new field name -> column."""
+    out: dict[str, str] = {}
+    for dotted, column in renamed.items():
+        prefix, _, name = dotted.rpartition(".")
+        if prefix == path:
+            out[name] = column
+    return out
+
+
+def index_renames(cfg: IndexConfig, where: str) -> dict[str, str]:
+    """The index's renames by dotted field path, each naming a level that exists."""
+    renamed = {path: f.from_ for path, f in cfg.fields.items() if f.from_ is not None}
+    levels = {""}
+
+    def walk(relations: Sequence[RelationConfig], prefix: str) -> None:
+        for rel in relations:
+            levels.add(f"{prefix}.{rel.name}" if prefix else rel.name)
+            walk(rel.relations, f"{prefix}.{rel.name}" if prefix else rel.name)
+
+    walk(cfg.relations, "")
+    for path in renamed:
+        prefix = path.rpartition(".")[0]
+        if prefix not in levels:
+            raise ConfigError(
+                f"{where}.fields.{path}.from: {prefix!r} is no relation of this index; a renamed field's path is "
+                "the relation names down to it, then its new name"
+            )
+    return renamed
+
+
+__all__ = [
+    "PLAIN",
+    "Shape",
+    "check_keys_visible",
+    "index_renames",
+    "level_renames",
+    "resolve_shape",
+    "shaped_view",
+]

@@ -45,6 +45,7 @@ def check_postgres_changes(
             checks.append(_slots(conn, pipeline, settings, options.scope))
             checks.append(_wal_senders(settings))
             checks.extend(_replica_identity(conn, tables))
+            checks.extend(_filters(pipeline))
     except sa.exc.DBAPIError as exc:
         again = "make sure the source answers, then check again"
         return [fail("postgres.settings", first_line(exc), again, transient=unreachable(exc))]
@@ -186,6 +187,32 @@ def _replica_identity(conn: sa.Connection, tables: Sequence[WatchedTable]) -> li
         return short
     detail = f"deletes of {len(tables)} table(s) log the columns that find their documents"
     return [ok(name, detail + (f" (FULL: {', '.join(full)})" if full else ""))]
+
+
+def _filters(pipeline: Pipeline) -> list[Check]:
+    """Row filters need no old values: a change re-reads its row by key, so a row leaving a
+    filter is found by the key its replica identity already logs, and its document removed."""
+    filtered = []
+    for i, index in enumerate(pipeline.indexes):
+        if index.where is not None:
+            filtered.append(f"indexes[{i}] ({index.table})")
+
+        def walk(relations: Sequence[Any], key: str) -> None:
+            for j, rel in enumerate(relations):
+                if rel.where is not None:
+                    filtered.append(f"{key}.relations[{j}] ({rel.table})")
+                walk(rel.relations, f"{key}.relations[{j}]")
+
+        walk(index.relations, f"indexes[{i}]")
+    if not filtered:
+        return []
+    return [
+        ok(
+            "postgres.replica_identity.filters",
+            f"the row filters of {', '.join(filtered)} need no REPLICA IDENTITY FULL: a changed row is re-read "
+            "by its key and filtered then, so a row leaving a filter loses its document on the key alone",
+        )
+    ]
 
 
 def _role(where: str) -> str:

@@ -16,6 +16,7 @@ KNOWN_TYPES = frozenset(
         "byte",
         "date",
         "date_nanos",
+        "dense_vector",
         "double",
         "flat_object",
         "flattened",
@@ -25,6 +26,7 @@ KNOWN_TYPES = frozenset(
         "integer",
         "ip",
         "keyword",
+        "knn_vector",
         "long",
         "nested",
         "object",
@@ -35,3 +37,6 @@ KNOWN_TYPES = frozenset(
     }
 )
 CONTAINERS = frozenset({"object", "nested"})
+#: Vectors (embeddings a transform adds): OpenSearch's ``knn_vector``, Elasticsearch's
+#: ``dense_vector``; a target without vector search keeps them as stored floats in the source.
+VECTOR_TYPES = frozenset({"dense_vector", "knn_vector"})

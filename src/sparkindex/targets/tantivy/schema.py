@@ -20,6 +20,7 @@ import tantivy
 from sparkindex.encoding import dumps_json
 from sparkindex.errors import DocumentError
 from sparkindex.targets.base import BulkItem
+from sparkindex.targets.field_types import VECTOR_TYPES
 
 ANALYZERS = {
     "standard": "default",
@@ -66,8 +67,8 @@ def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
     for name, spec in mapping["properties"].items():
         ftype = spec["type"]
         indexed = spec.get("index", True)
-        if not indexed and name not in copy_targets:
-            continue
+        if (not indexed or ftype in VECTOR_TYPES) and name not in copy_targets:
+            continue  # kept in the stored source only (Tantivy has no vector search: stored floats)
         if ftype == "text":
             tok = ANALYZERS.get(spec.get("analyzer", "standard"), spec.get("analyzer", "default"))
             sb.add_text_field(name, tokenizer_name=tok)

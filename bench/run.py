@@ -10,6 +10,9 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
   three-level object chain, from SQLite and PostgreSQL, against the naive loop (``ratio_naive``)
   and an independent hand-written loop that shares none of the package's code
   (``ratio_independent``, bench/independent.py; bench/wide.py);
+- ``shaped``: ``reindex_tantivy_shaped``, the wide shape with a ``where:`` keeping half the roots
+  and two computed fields, against the same data's unshaped pipeline in the same run: source rows
+  a second and the wall time ratio shaped/unshaped (``ratio_seconds``; bench/shaped.py);
 - ``resume``: a full run, a SIGKILL at half way, the rerun, verify (bench/resume.py);
 - ``memory``: peak RSS per Spark Python worker at a small and a large row count (bench/memory.py);
 - ``verify``: verify on Spark against the reindex's own docs/s, the shop at ``BENCH_ROWS`` (bench/verify.py);
@@ -30,6 +33,7 @@ Sizes: ``BENCH_ROWS`` (shop and pg, default 1,000,000), ``BENCH_LARGE_ROWS`` (de
 ``BENCH_MEMORY_SMALL``/``BENCH_MEMORY_LARGE`` (100,000 / 1,000,000, partitions of
 ``BENCH_MEMORY_PARTITION`` = 10,000 rows), ``BENCH_LARGE_SOURCES`` (sqlite,postgres),
 ``BENCH_WIDE_ROWS`` (default 500,000), ``BENCH_WIDE_SOURCES`` (sqlite,postgres),
+``BENCH_SHAPED_ROWS`` (default 500,000), ``BENCH_SHAPED_SOURCES`` (sqlite,postgres),
 ``BENCH_NULL_ROWS`` (default 1,000,000) and ``BENCH_NULL_MEMORY_SMALL`` (default a quarter of it).
 ``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
 
@@ -53,11 +57,26 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-ALL = ("pg", "claims", "tantivy", "large", "wide", "resume", "memory", "null", "verify", "reconcile", "sync", "chaos")
+ALL = (
+    "pg",
+    "claims",
+    "tantivy",
+    "large",
+    "wide",
+    "shaped",
+    "resume",
+    "memory",
+    "null",
+    "verify",
+    "reconcile",
+    "sync",
+    "chaos",
+)
 QUICK = {
     "BENCH_ROWS": "20000",
     "BENCH_LARGE_ROWS": "20000",
     "BENCH_WIDE_ROWS": "20000",
+    "BENCH_SHAPED_ROWS": "20000",
     "BENCH_RESUME_ROWS": "20000",
     "BENCH_MEMORY_SMALL": "10000",
     "BENCH_MEMORY_LARGE": "50000",
@@ -130,6 +149,13 @@ def wide_lines() -> Iterable[str]:
     return main_lines(tuple(s.strip() for s in sources if s.strip()))
 
 
+def shaped_lines() -> Iterable[str]:
+    from bench.shaped import main_lines  # one line per source; a failing source yields an error line
+
+    sources = os.environ.get("BENCH_SHAPED_SOURCES", "sqlite,postgres").split(",")
+    return main_lines(tuple(s.strip() for s in sources if s.strip()))
+
+
 def null_lines() -> list[dict[str, object]]:
     from bench.null import bench_null  # imported only when selected
 
@@ -159,7 +185,7 @@ def main() -> None:
     rows = int(os.environ.get("BENCH_ROWS", "1000000"))
     large_rows = int(os.environ.get("BENCH_LARGE_ROWS", "500000"))
     names = selected()
-    if {"pg", "claims", "large", "wide", "resume", "null", "sync"} & set(names):
+    if {"pg", "claims", "large", "wide", "shaped", "resume", "null", "sync"} & set(names):
         services()
     from bench.large import bench_shop
     from bench.memory import bench_memory
@@ -171,6 +197,7 @@ def main() -> None:
         "tantivy": lambda: [bench_shop(rows)],
         "large": lambda: large_lines(large_rows),
         "wide": wide_lines,  # BENCH_WIDE_ROWS, read by bench/wide.py
+        "shaped": shaped_lines,  # BENCH_SHAPED_ROWS, read by bench/shaped.py
         "resume": lambda: [bench_resume()],
         "memory": lambda: [bench_memory()],
         "null": null_lines,

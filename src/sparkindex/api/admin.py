@@ -146,13 +146,17 @@ def init(
     target: str | None = None,
     depth: int = 3,
     output: str | Path = "pipeline.yaml",
+    where: str | None = None,
 ) -> InitResult:
     """A pipeline for the database at *source*, from its schema (``sparkindex init``): the text a
     reindex runs as it is. Nothing is written: where the file goes, and whether an existing one
-    may be replaced, is the caller's (*output* only places the paths the text names)."""
+    may be replaced, is the caller's (*output* only places the paths the text names). *where*:
+    a row filter (SQL) for the one index *tables* names (or the only one chosen), tried on the
+    database first (``init --where``; a refusal is a :class:`UsageError`)."""
     from sparkindex.scaffold import InitOptions, scaffold
 
-    r = scaffold(InitOptions(source, Path(output), None if tables is None else list(tables), target, depth))
+    chosen = None if tables is None else list(tables)
+    r = scaffold(InitOptions(source, Path(output), chosen, target, depth, where))
     return InitResult(r.text, tuple(r.aliases), dict(r.left_out), r.capture, tuple(r.variables), tuple(r.unreached))
 
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
 
 from sparkindex import api
 from sparkindex.cli.render import emit_json, err, out
+
+if TYPE_CHECKING:
+    from sparkindex.jobs.explain_shape import DocumentShape
 
 
 def explain(
@@ -29,7 +32,7 @@ def explain(
     ] = None,
     json: Annotated[bool, typer.Option("--json", help="print one JSON object on the last line")] = False,
 ) -> None:
-    """Show one real document, its mapping, the builder's statements and the partition plan; writes nothing."""
+    """Show one real document, its shape and mapping, the builder's statements, the partition plan; writes nothing."""
     result = api.explain(api.load(config), index, doc_id=doc_id)
     if json:
         emit_json(result.to_dict())
@@ -54,20 +57,25 @@ def _say(text: str = "") -> None:
     out.print(text, markup=False, highlight=False)
 
 
-def render(e: api.ExplainResult) -> None:
+def render(result: api.ExplainResult) -> None:
     """The explanation as sections; user values are never Rich markup."""
+    e = result.explanation
     others = f" (other indexes: {', '.join(e.other_aliases)}; pick one with --index)" if e.other_aliases else ""
     _say(f"index {e.alias}: table {e.table}, id {', '.join(e.id_columns)}, source {e.source}{others}")
     _say()
+    _shape(e.shape)
+    _say()
     if e.canonical is not None:
-        _say(f"── document {e.doc_id} ({len(e.canonical.encode()):,} bytes canonical, content hash {e.hash})")
+        _say(f"── document {e.doc_id} ({len(e.canonical):,} bytes canonical, content hash {e.hash})")
         _say(_pretty(e.document))
     elif e.failure is not None:
         _say(f"── document {e.doc_id} cannot be indexed (it would go to the dead-letter store)")
         _say(e.failure)
         err.print(f"document {e.doc_id} cannot be indexed: {e.failure}", markup=False, highlight=False)
+    elif e.filtered is not None:
+        _say(f"── no document: {e.filtered}")
     else:
-        _say(f"── no document: table {e.table} is empty")
+        _say(f"── no document: table {e.table} is empty" + (" (or no row passes its filter)" if e.shape.filter else ""))
     _say()
     b = e.build
     _say(f"── build: {b.path} ({b.builder})")
@@ -99,3 +107,37 @@ def render(e: api.ExplainResult) -> None:
             lo = "start" if v.after is None else f"after {v.after}"
             hi = "end" if v.upto is None else f"up to {v.upto}"
             _say(f"  #{v.index}: {rows}, {v.work_units:,} work units, keys {lo} .. {hi}")
+
+
+def _shape(shape: DocumentShape) -> None:
+    """Which rows make documents and what they hold; one line when nothing is shaped."""
+    if shape.plain:
+        _say("── shape: every row, every column as it is (no where, from, exclude, computed, routing or transform)")
+        return
+    _say("── shape")
+    if shape.filter is not None:
+        _say(f"rows: only where `{shape.filter}`")
+    for path, where in shape.relation_filters.items():
+        _say(f"rows of {path}: only where `{where}`")
+    if shape.renamed:
+        _say("renamed: " + ", ".join(f"{path} ← {column}" for path, column in shape.renamed.items()))
+    if shape.excluded:
+        _say("excluded: " + ", ".join(shape.excluded))
+    for c in shape.computed:
+        typed = f"{c.mapping_type} in the mapping" if c.mapping_type is not None else "not in the mapping"
+        _say(f"computed: {c.path} = {c.expression}  (the database's {c.database_type}: {typed})")
+    if shape.routing is not None:
+        _say(f"routing: each document's _routing is the value of its {shape.routing}")
+    if shape.deletes == "soft":
+        _say("deletes: soft (a deleted or filtered-out row's document stays, with _deleted: true and _deleted_at)")
+    else:
+        _say("deletes: hard (a deleted or filtered-out row's document is removed)")
+    t = shape.transform
+    if t is not None:
+        when = (
+            f"on_change: {', '.join(t['on_change'])} (it runs where these changed since its last run, elsewhere its "
+            "fields come from the coordination store's cache; explain runs it, without the cache)"
+            if t["on_change"]
+            else "it runs for every document built"
+        )
+        _say(f"transform: {t['function']}, version {t['version']} (part of every content hash); {when}")

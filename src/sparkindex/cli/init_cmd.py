@@ -47,6 +47,14 @@ def init(
         "pipeline.yaml"
     ),
     force: Annotated[bool, typer.Option("--force", help="overwrite the file if it exists")] = False,
+    where: Annotated[
+        str | None,
+        typer.Option(
+            "--where",
+            help='row filter, SQL in the source\'s dialect ("deleted_at IS NULL"), for the index of --table '
+            "(or the only one init chooses); tried on the database first",
+        ),
+    ] = None,
 ) -> None:
     """Reflect a database's schema and write a pipeline that `reindex` runs as it is."""
     to_stdout = str(output) == "-"
@@ -54,14 +62,16 @@ def init(
         raise api.UsageError(f"-o {output}: is a folder; name the pipeline file to write (e.g. {output}/pipeline.yaml)")
     if not to_stdout and output.exists() and not force:
         raise api.UsageError(f"-o {output}: the file exists; choose another name or pass --force to overwrite it")
-    result = api.init(source, table, target=target, depth=depth, output=Path("-") if to_stdout else output)
+    result = api.init(source, table, target=target, depth=depth, output=Path("-") if to_stdout else output, where=where)
     if to_stdout:
         sys.stdout.write(result.text)
         sys.stdout.flush()
     else:
         _write(output, result.text)
-    where = "standard output" if to_stdout else str(output)
-    err.print(f"wrote {where}: {len(result.aliases)} index(es): {', '.join(result.aliases)}", markup=False)
+    shown = "standard output" if to_stdout else str(output)
+    err.print(f"wrote {shown}: {len(result.aliases)} index(es): {', '.join(result.aliases)}", markup=False)
+    if where is not None:
+        err.print(f"  rows filtered by: {where.strip()}", markup=False)
     for name, reason in result.left_out.items():
         err.print(f"  not indexed: {name}: {reason}", markup=False)
     if result.unreached:

@@ -19,6 +19,8 @@ tokens.
 * ``explain``: ``sparkindex explain``: one real document, its mapping and how it is built, with the reindex's own
   code. Writes nothing.
 * ``explain_partitions``: the partition plan ``explain`` shows, with the rows of each range counted where cheap.
+* ``explain_shape``: the shape ``explain`` lists: filters, renames, left-out and computed fields, routing, deletes,
+  the transform.
 
 The verify and repair jobs are :mod:`sparkindex.verify.run`; the sync job and the catch-up are
 :mod:`sparkindex.capture`. ``VerifyReport`` and ``verify_alias`` are re-exported from :mod:`sparkindex.verify`.

@@ -5,7 +5,10 @@ or a field override wants to see the result in seconds, not after a job. So this
 reindex's own code, not a look-alike: the plan and mapping from :func:`~sparkindex.documents.planning.resolve_plan`,
 the builder from :func:`~sparkindex.documents.builder.choose_builder` (the very class Spark tasks
 build with, so the canonical bytes and their content hash are those the reindex writes), and the
-partition calculator the planner calls.
+partition calculator the planner calls. A shaped index shows its shape (:mod:`.explain_shape`)
+beside a document built through it; a row asked for by id that a filter keeps out of the index is
+no error: the row is looked up in its table without the filter, and the answer says which filter
+leaves it out (``row 42: filtered out by `deleted_at IS NULL```).
 
 It writes nothing anywhere: only the source is opened (read), never the coordination store or the
 target (opening a Tantivy target creates its directory; what the target can hold is read from its
@@ -27,12 +30,14 @@ from sparkindex.config.indexes import IndexConfig
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Page, choose_builder
+from sparkindex.documents.join import child_id
 from sparkindex.documents.mapping import Mapping
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.documents.planning import check_target_capabilities, resolve_plan
-from sparkindex.documents.source_lookup import SourceLookup
+from sparkindex.documents.source_lookup import ChildRef, Key, SourceLookup
 from sparkindex.errors import ConfigError, DocumentError, UsageError
 from sparkindex.jobs.explain_partitions import PartitionPlan, explain_partitions
+from sparkindex.jobs.explain_shape import DocumentShape, describe_shape
 from sparkindex.keys import document_id
 from sparkindex.resources import open_source
 from sparkindex.sources.base import KeyRange, Source
@@ -71,6 +76,11 @@ class Explanation:
     mapping: Mapping
     settings: dict[str, Any]
     partitions: PartitionPlan
+    #: the filters, renames, left-out columns, computed fields, routing, deletes and transform
+    shape: DocumentShape
+    #: the row asked for exists but a filter keeps it out of the index: which, in a sentence
+    #: (``row 42: filtered out by `deleted_at IS NULL```); the document is then None
+    filtered: str | None = None
 
     @property
     def document(self) -> Any:
@@ -93,6 +103,8 @@ class Explanation:
             "mapping": self.mapping,
             "settings": self.settings,
             "partitions": self.partitions.to_dict(),
+            "shape": self.shape.to_dict(),
+            "filtered": self.filtered,
         }
 
 
@@ -107,14 +119,15 @@ def explain(pipeline: Pipeline, alias: str | None = None, doc_id: str | None = N
         builder = choice.cls(source, plan)
         with _statements(source) as statements:
             first = builder.page(KeyRange(None, None), None, 1)  # the reindex's page, one row long
-        built = _first(first, choice.path == "copied") if doc_id is None else _by_id(source, plan, builder, doc_id)
+        found = _first(first, choice.path == "copied") if doc_id is None else _by_id(source, plan, builder, doc_id)
+        built = None if isinstance(found, str) else found
         return Explanation(
             alias=cfg.alias,
             table=plan.table.name,
             id_columns=list(plan.id_columns),
             source=redact_url(pipeline.source.url),
             other_aliases=[x.alias for x in pipeline.indexes if x.alias != cfg.alias],
-            doc_id=None if built is None else built.doc_id if isinstance(built, DocumentError) else built.id,
+            doc_id=doc_id if built is None else built.doc_id if isinstance(built, DocumentError) else built.id,
             canonical=built.source if isinstance(built, BuiltDocument) else None,
             hash=built.hash if isinstance(built, BuiltDocument) else None,
             failure=f"{built.error_class}: {built.reason}" if isinstance(built, DocumentError) else None,
@@ -123,6 +136,8 @@ def explain(pipeline: Pipeline, alias: str | None = None, doc_id: str | None = N
             mapping=mapping,
             settings=cfg.settings.to_target(),
             partitions=explain_partitions(source, plan, pipeline.job),
+            shape=describe_shape(plan, mapping),
+            filtered=found if isinstance(found, str) else None,
         )
 
 
@@ -198,11 +213,14 @@ def _pick(
     return None
 
 
-def _by_id(source: Source, plan: IndexPlan, builder: DocumentBuilder, doc_id: str) -> BuiltDocument | DocumentError:
+def _by_id(
+    source: Source, plan: IndexPlan, builder: DocumentBuilder, doc_id: str
+) -> BuiltDocument | DocumentError | str:
     """The document with id *doc_id*, built by key with the same builder (the same statement and
     encoding as a page, only selected by key); a join child is built with its parent, as pages
     build it. The id must be the row's own: under a case-insensitive collation ``ab`` finds the
-    row ``AB``, whose document is another one."""
+    row ``AB``, whose document is another one. A row that exists but that a filter keeps out of
+    the index gives the sentence saying which filter (:func:`_filtered_out`)."""
     if getattr(source, "engine", None) is None:
         raise UsageError(
             f"--id {doc_id!r}: documents of an index source cannot be looked up one by one; "
@@ -211,15 +229,19 @@ def _by_id(source: Source, plan: IndexPlan, builder: DocumentBuilder, doc_id: st
     lookup = SourceLookup(source, plan)
     ref = lookup.child_of(doc_id) if plan.joins else None
     if ref is not None:
-        parent = lookup.parents_of(ref.relation, [ref.key]).get(doc_id)
+        parent = lookup.parents_of(ref.relation, [ref.key]).get(doc_id)  # through the relation's filter
+        if parent is None and (hidden := _child_filtered_out(source, ref, doc_id)) is not None:
+            return hidden
         keys = [] if parent is None else [parent]
     else:
         key = lookup.root_key(doc_id)
         keys = [] if key is None else [key]
-    found = None
+    found: BuiltDocument | DocumentError | str | None = None
     if keys:
-        docs, failures, _ = builder.by_keys(keys)
+        docs, failures, missing = builder.by_keys(keys)
         found = _pick(doc_id, docs, failures)
+        if found is None:
+            found = _filtered_out(source, plan, doc_id, ref, keys[0], missing)
     if found is None:
         cols = ", ".join(plan.id_columns)
         raise UsageError(
@@ -229,6 +251,44 @@ def _by_id(source: Source, plan: IndexPlan, builder: DocumentBuilder, doc_id: st
             + ")"
         )
     return found
+
+
+def _filtered_out(
+    source: Source, plan: IndexPlan, doc_id: str, ref: ChildRef | None, root: Key, missing: list[str]
+) -> str | None:
+    """Why the row of *doc_id* makes no document although it exists, if a filter is why: the
+    builder reads through the filters and reported its root key *root* missing, so the row is
+    looked up by key in the table itself, with no filter; the id must be the row's own. For a
+    join child (*ref*), *root* is its parent's key."""
+    where = plan.config.where
+    parent_id = document_id(root)
+    if where is None or parent_id not in missing:
+        return None
+    rows = source.fetch_where_in(plan.table, plan.id_columns, [root], plan.id_columns, plan.id_columns)
+    if not any(document_id(row) == parent_id for row in rows):
+        return None
+    if ref is None:
+        return f"row {doc_id}: filtered out by `{where}`" + _tombstone(plan)
+    return f"row {doc_id}: its parent row {parent_id} is filtered out by `{where}`"
+
+
+def _child_filtered_out(source: Source, ref: ChildRef, doc_id: str) -> str | None:
+    """Why the join child *doc_id* makes no document although its row exists, if its relation's
+    filter is why (the row looked up by key in the relation's table itself)."""
+    rel = ref.relation
+    where = rel.shape.where
+    if where is None:
+        return None
+    rows = source.fetch_where_in(rel.table, rel.id_columns, [ref.key], rel.id_columns, rel.id_columns)
+    if not any(child_id(rel.name, tuple(row)) == doc_id for row in rows):
+        return None
+    return f"row {doc_id}: filtered out by `{where}` (the where of relation {rel.name!r})"
+
+
+def _tombstone(plan: IndexPlan) -> str:
+    if plan.config.deletes != "soft":
+        return ""
+    return "; with deletes: soft, a document it had before it left the filter stays as a tombstone"
 
 
 def _build_path(

@@ -14,6 +14,7 @@ would before it is written: a pipeline ``init`` writes but a run would refuse is
 * ``capture``: change capture proposed by running the sync's own ``check()`` on the draft. Only a proposal that
   passes is written active; otherwise polling, or a comment saying why not.
 * ``urls``: URLs without secrets (a password becomes ``${VARIABLE}``), SQLite paths relative to the pipeline.
+* ``row_filter``: ``--where``, given to the one index it filters once the database accepts it.
 * ``render``: the drafts as a commented pipeline tree.
 * ``yaml_text``: a small block-style YAML writer with comments, byte for byte the same for the same input.
 * ``pipeline``: from URL to text: reflect, infer, propose capture, render, and prove the result loads and resolves.

@@ -25,6 +25,7 @@ from sparkindex.scaffold.connect import open_database
 from sparkindex.scaffold.reflect import SchemaGraph, reflect_schema
 from sparkindex.scaffold.relations import IndexDraft, alias_for, choose_roots, infer_index
 from sparkindex.scaffold.render import Layout, pipeline_tree
+from sparkindex.scaffold.row_filter import apply_where
 from sparkindex.scaffold.urls import SOURCE_PASSWORD, TARGET_PASSWORD, UrlText, secret_free_url, sqlite_url_text
 from sparkindex.scaffold.yaml_text import Map, plain_data, render
 from sparkindex.sources.base import Source
@@ -40,6 +41,8 @@ class InitOptions:
     tables: list[str] | None = None
     target: str | None = None
     depth: int = 3
+    #: a row filter (SQL) for the one index ``tables`` names, or the only one chosen
+    where: str | None = None
 
 
 @dataclass
@@ -72,6 +75,7 @@ def scaffold(options: InitOptions) -> InitResult:
         if not usable:
             reasons = "; ".join(f"{d.table}: {d.reason}" for d in drafts)
             raise UsageError(f"no table to index: {reasons}")
+        apply_where(drafts, options.tables, options.where, source)
         folder = Path.cwd() if options.output == STDOUT else options.output.resolve().parent
         layout = Layout(
             _source_text(options.source, source, folder),

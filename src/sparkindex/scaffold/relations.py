@@ -80,6 +80,8 @@ class IndexDraft:
     cuts: list[Cut] = field(default_factory=list)
     #: why the table cannot be an index (then the index is written commented out)
     reason: str | None = None
+    #: the row filter ``init --where`` gave, accepted by the database
+    where: str | None = None
 
     @property
     def usable(self) -> bool:

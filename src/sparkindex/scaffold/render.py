@@ -19,6 +19,10 @@ from sparkindex.scaffold.yaml_text import Comment, Entry, Flow, Item, Map, Node,
 DEFAULT_TARGET = "tantivy://index"
 STORE = "sqlite:///.sparkindex/state.db"
 MASTER = "local[*,4]"
+WHERE_NOTE = [
+    "init --where: only rows for which this is true are indexed; sync deletes the document of a row that "
+    "stops matching and indexes one that starts to"
+]
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,8 @@ def _indexes(drafts: list[IndexDraft], capture: CaptureProposal | None) -> list[
             Entry("table", draft.table),
             Entry("id", _keys(draft.id)),
         ]
+        if draft.where is not None:
+            entries.append(Entry("where", draft.where, WHERE_NOTE))
         entries.extend(_columns(draft.columns))
         if polling is not None:
             changes: list[Entry | Comment] = [Entry("column", polling.column)]

@@ -46,7 +46,7 @@ import sqlalchemy as sa
 
 from sparkindex.capture.polling_config import plan_polling
 from sparkindex.capture.polling_cursor import Keyset, PollOffset, cursor_key, decode
-from sparkindex.documents.plan import check_version_column
+from sparkindex.documents.key_rules import check_version_column
 from sparkindex.documents.versions import external_version
 from sparkindex.sources.change_model import Batch, Change, recheck
 from sparkindex.sources.change_source import ChangeSource, Lag

@@ -5,8 +5,9 @@ bytes and the same hash. Plans are resolved by the driver (a config error names 
 planned) and shipped to the tasks, so workers build from the plan the job was fingerprinted with. This package
 reads ``sources`` and speaks the targets' value types (the bulk item); ``sources`` never imports it.
 
-* ``plan``: an index's configuration resolved against the live schema: unknown tables and columns, ``id`` unique
-  and NOT NULL, version columns, join checks.
+* ``plan``: an index's configuration resolved against the live schema: unknown tables and columns, join checks.
+* ``key_rules``: ``id`` unique and NOT NULL, version columns integers or date/times (the plan, ``check`` and
+  polling apply the same rules).
 * ``shape``: each level's row filter, renames, computed and excluded fields, and the shaped view every read that
   builds documents goes through (filters and expressions checked by the database at plan time).
 * ``shaping``: what shapes a document beyond its bytes (the transform's identity, the routing column), keying the

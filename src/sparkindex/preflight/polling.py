@@ -1,5 +1,5 @@
 """Polling change capture: each polled table's ``changes`` column exists, is monotone in type
-(integers or date/times, the rule of :func:`~sparkindex.documents.plan.check_version_column`)
+(integers or date/times, the rule of :func:`~sparkindex.documents.key_rules.check_version_column`)
 and is indexed.
 
 Which column polls which table comes from :func:`~sparkindex.capture.polling_config.plan_polling`,
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from sparkindex.capture.polling_config import plan_polling
 from sparkindex.config.model import Pipeline
-from sparkindex.documents.plan import check_version_column
+from sparkindex.documents.key_rules import check_version_column
 from sparkindex.errors import ConfigError, TransientError
 from sparkindex.preflight.model import Check, fail, ok, warn
 from sparkindex.preflight.source import indexes_of, tables_of

@@ -1,7 +1,7 @@
 """The source: reachable, every table the pipeline reads readable, ids the database keeps
 unique and NOT NULL, and each index's configuration resolvable against the schema.
 
-The id rule and the plan are the reindex's own (:func:`~sparkindex.documents.plan.check_unique_id`,
+The id rule and the plan are the reindex's own (:func:`~sparkindex.documents.key_rules.check_unique_id`,
 :func:`~sparkindex.documents.planning.resolve_plans`), so a preflight passes exactly what a run accepts
 and fails with the run's own words. Nothing here writes: a SQLite file that does not exist is
 reported, not created (SQLite would create an empty one on connect).
@@ -19,7 +19,8 @@ from sparkindex.config.indexes import IndexConfig, RelationConfig
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.config.urls import normalize_url
-from sparkindex.documents.plan import IndexPlan, check_unique_id
+from sparkindex.documents.key_rules import check_unique_id
+from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import ConfigError, SparkIndexError, TransientError
 from sparkindex.preflight.model import Check, Options, fail, first_line, ok, unreachable
 from sparkindex.resources import open_source_url

@@ -203,7 +203,7 @@ def _python_type(col_type: sa.types.TypeEngine[Any]) -> type | None:
 
 
 def _version_like(col_type: sa.types.TypeEngine[Any]) -> bool:
-    """The types :func:`sparkindex.documents.plan.check_version_column` accepts."""
+    """The types :func:`sparkindex.documents.key_rules.check_version_column` accepts."""
     if isinstance(col_type, sa.Boolean):
         return False
     if isinstance(col_type, sa.Integer | sa.DateTime | sa.Date):

@@ -147,6 +147,26 @@ def test_routed_documents_are_stored_and_found(target: Target) -> None:
     assert list(target.scan_hashes(index, ids=["1"])) == [("1", item.hash)]
 
 
+def test_documents_read_back_by_id_with_their_routing(backend: Backend, target: Target) -> None:
+    """What removing a routed or soft-deleted document needs (documents/tombstones.py): every
+    copy by id, with the routing it was written with (an engine's; Tantivy has none), and a
+    count of the tombstones by their hash."""
+    index = target.create_version("byid", MAPPING)
+    one, two = doc(1), doc(2)
+    routed = BulkItem(one.id, one.source, one.hash, routing="r-7", sort_key=one.sort_key, fields=one.fields)
+    marked = BulkItem("3", doc(3).source, "deleted:" + str(doc(3).hash), sort_key=sort_key([3]), fields=doc(3).fields)
+    load(target, index, [routed, two, marked])
+    target.finish_version(index)
+    got = {d.id: d for d in target.documents_by_id(index, ["1", "2", "nope"])}
+    assert sorted(got) == ["1", "2"]
+    assert got["1"].source == orjson.loads(one.source or b"") and got["1"].hash == one.hash
+    assert got["1"].sort_key == one.sort_key
+    routing = None if backend.name == "tantivy" else "r-7"
+    assert target.routings(index, ["1", "2", "nope"]) == {"1": [routing], "2": [None]}
+    assert [d.source for d in target.documents_by_id(index, ["2"], fields=[])] == [{}]
+    assert target.count_hash_prefix(index, "deleted:") == 1
+
+
 # -- aliases ---------------------------------------------------------------------------------------------
 def test_swap_is_a_compare_and_swap(target: Target) -> None:
     v1, v2, v3 = (target.create_version("cas", MAPPING) for _ in range(3))

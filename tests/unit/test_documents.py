@@ -673,8 +673,8 @@ def test_dynamic_booleans_are_booleans(source: Source) -> None:
         (
             {"properties": {"price": {"type": "money"}}},
             "p.yaml: indexes[0].mapping.properties.price.type: unknown field type 'money' (known: binary, boolean, "
-            "byte, date, date_nanos, double, flat_object, flattened, float, geo_point, half_float, integer, ip, "
-            "keyword, long, nested, object, scaled_float, short, text, wildcard)",
+            "byte, date, date_nanos, dense_vector, double, flat_object, flattened, float, geo_point, half_float, "
+            "integer, ip, keyword, knn_vector, long, nested, object, scaled_float, short, text, wildcard)",
         ),
         (
             {"properties": {"name": {"type": "object"}}},

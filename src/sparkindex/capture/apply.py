@@ -1,7 +1,9 @@
 """The apply step: changed rows -> root keys -> documents rebuilt by key -> versioned writes.
 
 Documents are rebuilt from the current rows through the same builder as a full reindex, so a
-change never indexes a partial row image; a root key whose row is gone becomes a delete. Every
+change never indexes a partial row image; a root key whose row is gone (or no longer passes the
+index's ``where:``) becomes a delete, with the routing its document was written with, or with
+``deletes: soft`` a tombstone (:mod:`sparkindex.documents.tombstones`). Every
 write carries an external version: the index's version column where it has one (so that sync and
 reindex agree), otherwise the newest log position that touched the document. A target that
 compares versions itself (OpenSearch/Elasticsearch, ``external_gte``) gets them with the write;
@@ -29,6 +31,7 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.documents.join import parent_prefixes
 from sparkindex.documents.source_lookup import SourceLookup, parse_key
+from sparkindex.documents.tombstones import Removal, deleted_at, is_tombstone, moved_copies, root_removals
 from sparkindex.errors import DocumentError, TransientError
 from sparkindex.keys import document_id, dump_key, sort_key
 from sparkindex.sources.base import Key
@@ -162,22 +165,24 @@ class Applier:
 
     def rebuild(self, consumer: Consumer, index: str, keys: dict[Key, int]) -> Counts:
         """Rebuild the documents of *keys* (root key -> position) and write them."""
-        items, failed = self.build(consumer, keys)
+        items, failed = self.build(consumer, keys, index)
         counts = self._write_all(consumer.alias, index, items)
         counts.failed += failed
         return counts
 
-    def build(self, consumer: Consumer, keys: dict[Key, int]) -> tuple[list[BulkItem], int]:
-        """The writes that bring the documents of *keys* up to date: upserts of the rows that
-        exist, deletes of those that are gone; rows that cannot be built are dead-lettered
-        (their number is returned)."""
+    def build(self, consumer: Consumer, keys: dict[Key, int], index: str | None = None) -> tuple[list[BulkItem], int]:
+        """The writes that bring the documents of *keys* up to date in *index*: upserts of the
+        rows that exist, removals of those that are gone; rows that cannot be built are
+        dead-lettered (their number is returned). Removals read the index (the routing their
+        documents were written with, a soft delete's body) when the index routes or deletes
+        softly; without *index* they are plain deletes."""
         docs, failures, missing = consumer.builder.by_keys(list(keys))
         positions = {document_id(k): p for k, p in keys.items()}
         items: list[BulkItem] = []
         for doc in docs:
             version = doc.version
-            if version is None:
-                version = positions.get(doc.routing or doc.id, 0)
+            if version is None:  # a root's own position; a join child's is its parent's (routing)
+                version = positions.get(doc.id, positions.get(doc.routing or "", 0))
             items.append(
                 BulkItem(
                     doc.id,
@@ -189,11 +194,20 @@ class Applier:
                     sort_key=doc.sort_key,
                 )
             )
+        config = consumer.builder.plan.config
+        if index is not None and config.routing is not None:
+            # a row whose routing value changed: its old copy goes first (same shard or not)
+            roots = [i for i in items if i.id in positions]
+            items = moved_copies(self.target, index, roots) + items
         by_id = {document_id(k): k for k in keys}
+        gone = []
         for doc_id in missing:
             key = by_id.get(doc_id)
-            where = None if key is None else sort_key(key)
-            items.append(BulkItem(doc_id, op="delete", version=positions.get(doc_id, 0), sort_key=where))
+            gone.append(Removal(doc_id, positions.get(doc_id, 0), None if key is None else sort_key(key)))
+        if index is None:
+            items += [BulkItem(r.id, op="delete", version=r.version, sort_key=r.sort_key) for r in gone]
+        else:
+            items += root_removals(self.target, index, config, gone, deleted_at())
         if failures:
             self._dead_letter(consumer.alias, [(f.doc_id, f.error_class, f.reason) for f in failures])
         return items, len(failures)
@@ -218,12 +232,15 @@ class Applier:
             self._dead_letter(alias, bad)
         ok = {r.id for r in results if r.ok}
         obsolete = {r.id for r in results if r.obsolete}
+        written = {i.id for i in items if i.op == "index"}
         for item in items:
+            if item.op == "delete" and item.id in written:
+                continue  # the old copy of a moved document (moved_copies): its write counts
             if item.id not in ok:
                 counts.failed += 1
             elif item.id in obsolete:
                 counts.skipped += 1
-            elif item.op == "delete":
+            elif item.op == "delete" or is_tombstone(item.hash):  # a soft delete is a delete
                 counts.deleted += 1
             else:
                 counts.applied += 1
@@ -253,11 +270,13 @@ def _indexed_keys(
     target: TargetReader, index: str, consumer: Consumer, key_range: tuple[str | None, str | None] | None = None
 ) -> Iterator[Key]:
     """The root keys of the documents *index* holds (in a sort-key range); join children,
-    ``<relation>:<key>``, are rebuilt with their parents."""
+    ``<relation>:<key>``, are rebuilt with their parents, and a soft delete's tombstones are
+    left alone (their rows are gone already; a row that comes back is an insert)."""
     plan = consumer.fanout.plan
     children = parent_prefixes(plan.joins)
-    for doc_id, _ in target.scan_hashes(index, key_range=key_range):
-        if children and doc_id.startswith(children):
+    soft = plan.config.deletes == "soft"
+    for doc_id, doc_hash in target.scan_hashes(index, key_range=key_range):
+        if (children and doc_id.startswith(children)) or (soft and is_tombstone(doc_hash)):
             continue
         key = parse_key(plan.table, plan.id_columns, doc_id)
         if key is not None:

@@ -98,16 +98,25 @@ KeyBounds = tuple[str | None, str | None]
 #: The field every document stores its sort key in, and the field holding its content hash.
 SORT_KEY_FIELD = "_key"
 HASH_FIELD = "_hash"
+#: The fields a soft delete adds to a document it keeps as a tombstone (``deletes: soft``; see
+#: :mod:`sparkindex.documents.tombstones`). Named here because the targets map them.
+DELETED_FIELD = "_deleted"
+DELETED_AT_FIELD = "_deleted_at"
 
 
 @dataclass(frozen=True)
 class StoredDocument:
-    """A document as an index holds it, read back (verify, ``spark.read``, index-to-index)."""
+    """A document as an index holds it, read back (verify, ``spark.read``, index-to-index).
+
+    ``routing`` is the shard routing it was written with, where the backend has routing and
+    reports it (a delete must carry it, or an engine with several shards looks on another one).
+    """
 
     id: str
     sort_key: str | None
     hash: str | None
     source: dict[str, Any]
+    routing: str | None = None
 
 
 @dataclass(frozen=True)

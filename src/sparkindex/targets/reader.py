@@ -4,6 +4,12 @@ Verify scans ids and content hashes; ``spark.read``, index-to-index rebuilds and
 documents back in sort-key order, cut into ranges by :meth:`TargetReader.key_splits`; the CLI
 searches. Scans and search are required; reading back is optional, and a backend without it
 refuses (:class:`PermanentError`), which verify and the readers handle.
+
+Reading back *by id* (:meth:`TargetReader.documents_by_id`) serves the removal of root documents
+whose rows are gone: a routed document (``indexes[].routing``) must be deleted with the routing it
+was written with, which only the index still knows, and a soft delete rewrites the stored body as
+a tombstone (:mod:`sparkindex.documents.tombstones`). :meth:`TargetReader.count_hash_prefix`
+lets verify count those tombstones without scanning the index.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import itertools
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, final
 
 from sparkindex.errors import PermanentError, SparkIndexError
 from sparkindex.targets.base import KeyBounds, SearchHit, StoredDocument, TargetHandle
@@ -51,6 +57,20 @@ class TargetReader(TargetHandle):
         documents it matches; a query the backend cannot parse raises :class:`UsageError`."""
         raise PermanentError(f"{type(self).__name__} cannot read documents back")
 
+    def documents_by_id(
+        self, name: str, ids: Sequence[str], fields: Sequence[str] | None = None
+    ) -> list[StoredDocument]:
+        """Every copy the index holds of the documents with these *ids*, in no particular order,
+        each with the routing it was written with (None: unrouted, or a backend without routing).
+        Asked across every shard, since the routing is what the caller does not know. *fields*
+        limits the source to those top-level fields (``[]``: none, for the routing and hash)."""
+        raise PermanentError(f"{type(self).__name__} cannot read documents back by id")
+
+    def count_hash_prefix(self, name: str, prefix: str) -> int:
+        """How many documents of *name* store a content hash beginning with *prefix* (verify
+        counts the tombstones of soft deletes so, without reading the index)."""
+        raise PermanentError(f"{type(self).__name__} cannot count documents by their hash")
+
     def mapping(self, name: str) -> dict[str, Any]:
         """The mapping index or alias *name* was created with, as
         :meth:`~sparkindex.targets.writer.TargetWriter.create_version` took it
@@ -63,6 +83,15 @@ class TargetReader(TargetHandle):
         raise PermanentError(f"{type(self).__name__} cannot split its keys into ranges")
 
     # -- final ----------------------------------------------------------------------------------------
+    @final
+    def routings(self, name: str, ids: Sequence[str]) -> dict[str, list[str | None]]:
+        """id -> the routing of each copy the index holds of it (ids it lacks are left out): what
+        a delete of a routed document must carry, read without the documents' bodies."""
+        found: dict[str, list[str | None]] = {}
+        for doc in self.documents_by_id(name, ids, fields=[]):
+            found.setdefault(doc.id, []).append(doc.routing)
+        return found
+
     def key_ranges(self, name: str, parts: int, notes: list[str]) -> list[tuple[str | None, str | None]]:
         """About *parts* sort-key ranges ``(lo, hi)`` of *name* that cover it, unbounded at both
         ends; one range, and a line in *notes* saying why, when this backend cannot split keys.

@@ -40,13 +40,18 @@ class RangeSummary(DriftCounts):
     """Drift found in one range (or, merged, in an alias), and what repair wrote for it.
 
     ``matched`` counts the index's copies of ids the source has: the source-side pass sees
-    them, and ``index_docs - matched`` is then exactly the number of extra documents.
-    ``scanned`` counts what an index-side pass read.
+    them, and ``index_docs - matched`` is then exactly the number of extra documents (less the
+    tombstones of soft deletes, ``deletes: soft``, whose rows are gone: they are no drift).
+    ``matched_tombstones`` counts the tombstones among the matched copies (rows that came back:
+    stale), ``tombstones`` those an index-side pass found without a row. ``scanned`` counts what
+    an index-side pass read.
     """
 
     alias: str
     side: Side = "source"
     matched: int = 0
+    matched_tombstones: int = 0
+    tombstones: int = 0
     scanned: int = 0
     indexed: int = 0
     deleted: int = 0

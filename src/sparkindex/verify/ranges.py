@@ -8,12 +8,17 @@ and the in-process runner both call :func:`run_range_task` with what a worker pr
   the index's hashes are fetched *by those ids*, so both sides are read once per range and the
   index is never scanned. An id the index returns twice is a duplicate.
 * Index side: the index's documents of one sort-key range are scanned, and the source is asked
-  which of their ids it still has (:class:`SourceLookup`); the others are extra.
+  which of their ids it still has (:class:`SourceLookup`); the others are extra, except, with
+  ``deletes: soft``, the tombstones (told by their content hash, no body read): a row that is
+  gone is meant to leave one. With ``deletes: hard`` a tombstone is extra like any document.
 
 With repair, a task writes its own fixes as it goes: missing and stale documents are indexed
 from the documents it just built (the source as of this read), duplicates are deleted and then
-indexed once, extra documents deleted. Writes go through the bulk retry loop and count as
-durable when acknowledged; rejected ones are dead-lettered under the repair run.
+indexed once, extra documents removed as a sync removes them (deleted, or with ``deletes: soft``
+turned into tombstones; :mod:`sparkindex.documents.tombstones`). Deletes in an index with
+``routing`` carry the routing each copy was written with, read back from the index. Writes go
+through the bulk retry loop and count as durable when acknowledged; rejected ones are
+dead-lettered under the repair run.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from typing import Protocol
 
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Page
+from sparkindex.documents.join import parent_prefixes
 from sparkindex.documents.source_lookup import SourceLookup
+from sparkindex.documents.tombstones import Removal, is_tombstone, moved_copies, root_removals
 from sparkindex.errors import DocumentError, WritesLost
 from sparkindex.keys import load_key
 from sparkindex.retry import Backoff, retry_transient
@@ -163,6 +170,7 @@ def compare_page(
             rewrite.append(doc)
             continue
         summary.matched += len(copies)
+        summary.matched_tombstones += sum(1 for h in copies if is_tombstone(h))
         if len(copies) > 1:
             summary.duplicates += len(copies) - 1
             summary.note_sample("duplicates", doc.id)
@@ -178,6 +186,7 @@ def compare_page(
         copies = found.get(failure.doc_id)
         if copies:
             summary.matched += len(copies)
+            summary.matched_tombstones += sum(1 for h in copies if is_tombstone(h))
             summary.note("stale", failure.doc_id)
         else:
             summary.note("missing", failure.doc_id)
@@ -191,22 +200,28 @@ def check_index_range(res: Resources, task: RangeTask, options: TaskOptions) -> 
     if task.index is None:
         return summary
     lookup = res.lookup(task.alias)
+    soft = res.builder(task.alias).plan.config.deletes == "soft"
     fixer = RangeRepair(res, task, options) if options.repair else None
-    pending: dict[str, int] = {}  # id -> copies seen
+    pending: dict[str, list[str]] = {}  # id -> the hash of each copy seen
 
     def flush() -> None:
         present = lookup.existing(list(pending))
-        gone = [doc_id for doc_id in pending if doc_id not in present]
-        for doc_id in gone:
-            summary.extra += pending[doc_id]
-            summary.note_sample("extra", doc_id)
-        if fixer is not None and gone:
-            fixer.delete(summary, gone)
+        extra: list[str] = []
+        for doc_id in (d for d in pending if d not in present):
+            hashes = pending[doc_id]
+            kept = sum(1 for h in hashes if is_tombstone(h)) if soft else 0
+            summary.tombstones += kept
+            if kept < len(hashes):
+                summary.extra += len(hashes) - kept
+                summary.note_sample("extra", doc_id)
+                extra.append(doc_id)
+        if fixer is not None and extra:
+            fixer.delete(summary, extra)
         pending.clear()
 
-    for doc_id, _ in res.target.scan_hashes(task.index, key_range=(task.lo, task.hi)):
+    for doc_id, doc_hash in res.target.scan_hashes(task.index, key_range=(task.lo, task.hi)):
         summary.scanned += 1
-        pending[doc_id] = pending.get(doc_id, 0) + 1
+        pending.setdefault(doc_id, []).append(doc_hash)
         if len(pending) >= LOOKUP_CHUNK:
             flush()
     if pending:
@@ -224,6 +239,12 @@ class RangeRepair:
         assert task.index is not None
         self.res = res
         self.alias = task.alias
+        plan = res.builder(task.alias).plan
+        self.config = plan.config
+        #: prefixes of join children's ids (routed to their parents, always deleted)
+        self.children = parent_prefixes(plan.joins)
+        #: whether documents carry a routing the index must be asked for before deleting a copy
+        self.routed = self.config.routing is not None or bool(plan.joins)
         self.index = task.index
         self.options = options
         self.marks: list[WriteMark] = []
@@ -242,7 +263,11 @@ class RangeRepair:
             self.res.store.dead_letters.add(REPAIR_JOB, self.alias, None, outcome.failures, attempt=o.attempt)
 
     def fix(self, summary: RangeSummary, duplicated: Sequence[BuiltDocument], rewrite: Sequence[BuiltDocument]) -> None:
-        """Delete every copy of duplicated ids, then index them once, with the missing and stale."""
+        """Delete every copy of duplicated ids, then index them once, with the missing and stale.
+
+        Where documents are routed (``routing``, join children) each copy is deleted with the
+        routing it was written with (read back), and so is a stale document's copy under a
+        routing its row no longer has."""
 
         def deleted(n: int) -> None:
             summary.deleted += n
@@ -250,7 +275,18 @@ class RangeRepair:
         def indexed(n: int) -> None:
             summary.indexed += n
 
-        self._write([BulkItem(d.id, op="delete", routing=d.routing) for d in duplicated], deleted, summary)
+        target = self.res.target
+        if not self.routed:
+            deletes = [BulkItem(d.id, op="delete", routing=d.routing) for d in duplicated]
+        else:
+            held = target.routings(self.index, [d.id for d in duplicated]) if duplicated else {}
+            deletes = [
+                BulkItem(d.id, op="delete", routing=r)
+                for d in duplicated
+                for r in dict.fromkeys([*held.get(d.id, []), d.routing])
+            ]
+            deletes += moved_copies(target, self.index, [d.bulk_item() for d in rewrite])
+        self._write(deletes, deleted, summary)
         self._write([d.bulk_item() for d in [*duplicated, *rewrite]], indexed, summary)
 
     def finish(self) -> None:
@@ -265,10 +301,20 @@ class RangeRepair:
         self.marks.clear()
 
     def delete(self, summary: RangeSummary, ids: Sequence[str]) -> None:
+        """Remove extra documents as a sync would: deleted (with their routing), or with
+        ``deletes: soft`` turned into tombstones (unversioned, like every repair write)."""
+
         def deleted(n: int) -> None:
             summary.deleted += n
 
-        self._write([BulkItem(doc_id, op="delete") for doc_id in ids], deleted, summary)
+        target = self.res.target
+        kids = [i for i in ids if self.children and i.startswith(self.children)]
+        roots = [Removal(i) for i in ids if not (self.children and i.startswith(self.children))]
+        removals = root_removals(target, self.index, self.config, roots)
+        if kids:  # join children are deleted, each copy under the parent it was written with
+            held = target.routings(self.index, kids)
+            removals += [BulkItem(i, op="delete", routing=r) for i in kids for r in dict.fromkeys(held.get(i, [None]))]
+        self._write(removals, deleted, summary)
 
 
 __all__ = ["LOOKUP_CHUNK", "REPAIR_JOB", "RangeTask", "Resources", "TaskOptions", "run_range_task"]

@@ -26,6 +26,13 @@ the driver (tasks return counts and a bounded sample of ids).
    When the scan and the counts still disagree (the index changed while verify ran), a note
    says so; the scan's figure is reported.
 
+With ``deletes: soft`` the index also holds tombstones of rows that are gone: no drift, so they
+are not extra. They are counted without reading the index (``count_hash_prefix``: a tombstone's
+content hash says what it is, :mod:`sparkindex.documents.tombstones`), less those the source side
+matched (rows that came back, whose tombstones are stale), and taken out of ``extra_by_count``;
+the report says how many there are (``tombstones``). A target that cannot count them leaves them
+in the count, and the index-side scan tells them from extra documents by their hashes.
+
 A target that cannot split its keys (``key_splits`` raises) is scanned as one range, with a note.
 Verify reads while others may write: a document written meanwhile may show as drift once; run
 it again (or ``--repair``, which verifies a second time) to tell drift from motion.
@@ -42,6 +49,7 @@ from sparkindex.config.job import JobConfig
 from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.documents.source_lookup import SourceLookup
+from sparkindex.documents.tombstones import TOMBSTONE_HASH_PREFIX
 from sparkindex.errors import SparkIndexError
 from sparkindex.keys import dump_key
 from sparkindex.sources.base import Source
@@ -74,8 +82,11 @@ class VerifyReport(DriftCounts):
     alias: str
     index: str | None
     index_docs: int = 0
-    #: ``index_docs`` minus the index's copies of source ids: the extra documents by count
+    #: ``index_docs`` minus the index's copies of source ids (and, with ``deletes: soft``, minus
+    #: the tombstones of rows that are gone): the extra documents by count
     extra_by_count: int = 0
+    #: ``deletes: soft``: the tombstones the index holds for rows that are gone (not drift)
+    tombstones: int = 0
     #: ranges read on each side (the index side only runs when documents are extra)
     ranges: dict[str, int] = field(default_factory=lambda: {"source": 0, "index": 0})
     notes: list[str] = field(default_factory=list)
@@ -126,6 +137,8 @@ class Verifier:
         self.runner = runner
         self.job = job or JobConfig()
         self.progress = progress or SilentVerifyProgress()
+        #: per alias, this run's tombstones by count (taken out of ``extra_by_count``)
+        self._counted: dict[str, int] = {}
 
     def _run(self, label: str, tasks: Sequence[RangeTask], options: TaskOptions) -> list[RangeSummary]:
         total = len(tasks)
@@ -147,7 +160,7 @@ class Verifier:
         extra = self._index_side(reports, merged, options, label)
         for alias, report in reports.items():
             merged[alias].merge(extra[alias])
-            _fill(report, merged[alias], options.repair)
+            _fill(report, merged[alias], options.repair, self._counted.get(alias, 0))
             report.seconds = round(time.monotonic() - started, 3)
         return list(reports.values())
 
@@ -162,13 +175,27 @@ class Verifier:
             merged[task.alias].merge(summary)
             reports[task.alias].ranges["source"] += 1
         for alias, report in reports.items():
-            report.extra_by_count = report.index_docs - merged[alias].matched
+            counted = self._tombstones(report, merged[alias])
+            self._counted[alias] = report.tombstones = counted
+            report.extra_by_count = report.index_docs - merged[alias].matched - counted
             if report.extra_by_count < 0:
                 report.notes.append(
                     f"the index holds {report.index_docs:,} documents but {merged[alias].matched:,} copies of "
                     "source ids were found: it changed while verify ran"
                 )
         return merged
+
+    def _tombstones(self, report: VerifyReport, source_side: RangeSummary) -> int:
+        """The tombstones of gone rows in the alias's index, by count (0 unless ``deletes: soft``
+        and the target can count them: the index-side scan then tells them apart)."""
+        if report.index is None or self.plans[report.alias].config.deletes != "soft":
+            return 0
+        try:
+            held = self.target.count_hash_prefix(report.index, TOMBSTONE_HASH_PREFIX)
+        except (SparkIndexError, NotImplementedError) as exc:
+            report.notes.append(f"tombstones are told from extra documents by a scan: cannot count them ({exc})")
+            return 0
+        return max(0, held - source_side.matched_tombstones)
 
     def _index_side(
         self, reports: dict[str, VerifyReport], source_side: dict[str, RangeSummary], options: TaskOptions, label: str
@@ -186,15 +213,15 @@ class Verifier:
             assert r.index is not None
             tasks += index_tasks(self.target, r.alias, r.index, max(1, r.ranges["source"]), r.notes)
         self._scan(f"{label} (index ranges)", tasks, options, reports, found)
-        short = [r for r in wanted if r.ranges["index"] > 1 and found[r.alias].extra < r.extra_by_count]
+        short = [r for r in wanted if r.ranges["index"] > 1 and self._unmatched(found[r.alias]) < self._expected(r)]
         if short:
             whole = [RangeTask(r.alias, r.index, "index") for r in short]
             again = {r.alias: RangeSummary(r.alias, "index") for r in short}
             self._scan(f"{label} (whole index)", whole, options, reports, again)
             for r in short:
-                n = found[r.alias].extra
+                n = self._unmatched(found[r.alias])
                 r.notes.append(
-                    f"the key ranges held {n:,} of the {r.extra_by_count:,} extra documents the counts show; "
+                    f"the key ranges held {n:,} of the {self._expected(r):,} extra documents the counts show; "
                     "the rest have no sort key, so the index was scanned whole"
                 )
                 if options.repair:  # the ranges' extras are deleted already; the whole scan found the rest
@@ -202,6 +229,15 @@ class Verifier:
                 else:
                     found[r.alias] = again[r.alias]
         return found
+
+    def _expected(self, report: VerifyReport) -> int:
+        """The index's documents that are no copy of a source id, by count (tombstones included)."""
+        return report.extra_by_count + self._counted.get(report.alias, 0)
+
+    @staticmethod
+    def _unmatched(found: RangeSummary) -> int:
+        """The same, as an index-side scan found them: extra documents and tombstones."""
+        return found.extra + found.tombstones
 
     def _scan(
         self,
@@ -219,15 +255,19 @@ class Verifier:
             reports[task.alias].ranges["index"] += 1
 
 
-def _fill(report: VerifyReport, s: RangeSummary, repair: bool) -> None:
+def _fill(report: VerifyReport, s: RangeSummary, repair: bool, counted: int) -> None:
+    """The alias's report from its merged summaries; *counted*: the tombstones taken out of
+    ``extra_by_count`` before the index-side scan, which sees them again."""
     for kind in ("checked", *KINDS):
         setattr(report, kind, getattr(s, kind))
     report.samples = {k: list(v) for k, v in s.samples.items()}
-    if report.ranges["index"] and s.extra != report.extra_by_count:
-        report.notes.append(
-            f"the index-side scan found {s.extra:,} extra documents, the counts {report.extra_by_count:,}: "
-            "the index changed while verify ran"
-        )
+    if report.ranges["index"]:
+        report.tombstones = s.tombstones  # the scan's figure, as for extra documents
+        if s.extra + s.tombstones != report.extra_by_count + counted:
+            report.notes.append(
+                f"the index-side scan found {s.extra:,} extra documents, the counts "
+                f"{report.extra_by_count + counted - s.tombstones:,}: the index changed while verify ran"
+            )
     if repair:
         report.repaired = {"indexed": s.indexed, "deleted": s.deleted, "failed": s.failed}
 
@@ -238,7 +278,8 @@ class LocalResources:
 
     def __init__(self, source: Source, target: Target, plans: dict[str, IndexPlan], store: Any = None) -> None:
         self._source, self._target, self._store = source, target, store
-        self._builders = {alias: make_builder(source, plan) for alias, plan in plans.items()}
+        cache = None if store is None else store.transform_cache
+        self._builders = {alias: make_builder(source, plan, cache) for alias, plan in plans.items()}
         self._lookups: dict[str, SourceLookup] = {}
 
     @property

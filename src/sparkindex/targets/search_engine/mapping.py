@@ -1,7 +1,8 @@
 """The planner's mapping and the index's settings, as an OpenSearch/Elasticsearch index body.
 
 The planner already speaks this dialect (``documents/mapping.py``), so translation is mostly
-completion: the sortable key and the content hash every document carries, ``dynamic: strict``
+completion: the sortable key and the content hash every document carries, the marks of a soft
+delete (``_deleted``, ``_deleted_at``), ``dynamic: strict``
 (a document with a field the mapping does not know is rejected and dead-lettered, rather than
 silently growing the mapping), date formats that take what the builder writes, and the index's
 own settings remembered in ``_meta`` so that :meth:`finish_version` can restore them after the
@@ -14,7 +15,7 @@ import copy
 from typing import Any
 
 from sparkindex.errors import ConfigError
-from sparkindex.targets.base import HASH_FIELD, SORT_KEY_FIELD
+from sparkindex.targets.base import DELETED_AT_FIELD, DELETED_FIELD, HASH_FIELD, SORT_KEY_FIELD
 from sparkindex.targets.field_types import KNOWN_TYPES
 
 #: What the builder writes for DATE/DATETIME columns (orjson's ISO 8601: ``2024-05-01``,
@@ -48,6 +49,11 @@ def index_mapping(mapping: dict[str, Any], index: str, meta: dict[str, Any]) -> 
     out["properties"] = {name: _field(spec, name, index) for name, spec in props.items()}
     out["properties"][SORT_KEY_FIELD] = {"type": "keyword"}
     out["properties"][HASH_FIELD] = {"type": "keyword"}
+    # a soft delete's marks (deletes: soft), declared on every index: under `dynamic: strict` a
+    # tombstone is refused unless they are, and searches filter on them (a mapping that declares
+    # them itself keeps its own)
+    out["properties"].setdefault(DELETED_FIELD, {"type": "boolean"})
+    out["properties"].setdefault(DELETED_AT_FIELD, {"type": "date", "format": DATE_FORMAT})
     out.setdefault("dynamic", "strict")
     out["_meta"] = {**out.get("_meta", {}), META_KEY: meta}
     return out

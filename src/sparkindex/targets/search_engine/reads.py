@@ -1,9 +1,9 @@
 """Reading an index back: counts, hash scans, keyset pages, key splits and search.
 
 Hash scans use scroll (every copy of a document is yielded, so verify sees duplicates, which a
-keyset walk by key would skip). Pages for reading back use ``search_after`` on the sortable key
-``_key``: stateless and resumable from any key, which is what Spark partitions and index-to-index
-rebuilds need.
+keyset walk by key would skip); so do reads by id, whose hits carry each copy's ``_routing``.
+Pages for reading back use ``search_after`` on the sortable key ``_key``: stateless and resumable
+from any key, which is what Spark partitions and index-to-index rebuilds need.
 
 Splitting an index into key ranges (:func:`key_splits`): indexes of up to ``split_sample``
 documents are cut exactly, from all their keys; larger ones from a uniform random sample of that
@@ -55,28 +55,60 @@ def scan_hashes(
     keep_alive: str,
 ) -> Iterator[tuple[str, str]]:
     filters = key_range_filter(key_range)
+    what = f"scanning hashes of {name!r}"
     if ids is None:
-        yield from _scroll(api, name, filters, page, keep_alive)
-        return
+        hits = _scroll(api, name, filters, page, keep_alive, [HASH_FIELD], what)
+    else:
+        hits = _by_ids(api, name, ids, filters, page, keep_alive, [HASH_FIELD], what)
+    for hit in hits:
+        yield hit["_id"], str((hit.get("_source") or {}).get(HASH_FIELD) or "")
+
+
+def documents_by_id(
+    api: EngineApi, name: str, ids: Sequence[str], fields: Sequence[str] | None, page: int, keep_alive: str
+) -> Iterator[StoredDocument]:
+    """Every copy of the documents with *ids*: an ``ids`` query, which every shard answers (a
+    ``GET`` by id would look on the shard of the id's hash only), each hit with its ``_routing``."""
+    source: Any = True if fields is None else [*fields, SORT_KEY_FIELD, HASH_FIELD]
+    what = f"reading documents of {name!r} by id"
+    for hit in _by_ids(api, name, ids, [], page, keep_alive, source, what):
+        yield _stored(hit)
+
+
+def count_hash_prefix(api: EngineApi, name: str, prefix: str) -> int:
+    body = {"query": {"prefix": {HASH_FIELD: prefix}}}
+    found = api.call("POST", f"/{quote(name)}/_count", f"counting documents of {name!r} by hash", body)
+    return int(found["count"])
+
+
+def _by_ids(
+    api: EngineApi,
+    name: str,
+    ids: Sequence[str],
+    filters: list[dict[str, Any]],
+    page: int,
+    keep_alive: str,
+    source: Any,
+    what: str,
+) -> Iterator[dict[str, Any]]:
     unique = list(dict.fromkeys(ids))
     for start in range(0, len(unique), page):
         chunk = [{"ids": {"values": unique[start : start + page]}}, *filters]
-        yield from _scroll(api, name, chunk, page, keep_alive)
+        yield from _scroll(api, name, chunk, page, keep_alive, source, what)
 
 
 def _scroll(
-    api: EngineApi, name: str, filters: list[dict[str, Any]], page: int, keep_alive: str
-) -> Iterator[tuple[str, str]]:
+    api: EngineApi, name: str, filters: list[dict[str, Any]], page: int, keep_alive: str, source: Any, what: str
+) -> Iterator[dict[str, Any]]:
+    """Every hit of the filters (each copy of a document stored twice, too), page by page."""
     query = {"bool": {"filter": filters}} if filters else {"match_all": {}}
-    what = f"scanning hashes of {name!r}"
-    body = {"size": page, "sort": ["_doc"], "_source": [HASH_FIELD], "query": query}
+    body = {"size": page, "sort": ["_doc"], "_source": source, "query": query}
     found = api.call("POST", f"/{quote(name)}/_search", what, body, params={"scroll": keep_alive})
     scroll_id = found.get("_scroll_id")
     try:
         while True:
             hits = found["hits"]["hits"]
-            for hit in hits:
-                yield hit["_id"], str((hit.get("_source") or {}).get(HASH_FIELD) or "")
+            yield from hits
             if len(hits) < page or not scroll_id:
                 return
             found = api.call("POST", "/_search/scroll", what, {"scroll": keep_alive, "scroll_id": scroll_id})
@@ -125,7 +157,8 @@ def _stored(hit: dict[str, Any]) -> StoredDocument:
     source = dict(hit.get("_source") or {})
     sort_key = source.pop(SORT_KEY_FIELD, None)
     doc_hash = source.pop(HASH_FIELD, None)
-    return StoredDocument(hit["_id"], sort_key, doc_hash, source)
+    routing = hit.get("_routing")
+    return StoredDocument(hit["_id"], sort_key, doc_hash, source, None if routing is None else str(routing))
 
 
 def key_splits(api: EngineApi, name: str, parts: int, sample: int) -> list[str]:

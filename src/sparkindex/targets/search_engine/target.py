@@ -81,6 +81,7 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
     #: how long the identifying ``GET /`` may take at most
     IDENTIFY_TIMEOUT_S = 30.0
     supports_join = True
+    supports_routing = True
     honours_versions = True  # every write carries version_type=external_gte (bulk.py)
 
     def __init__(self, config: C) -> None:
@@ -323,6 +324,19 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
         if after is None:
             self._refresh(name)
         return reads.read_documents(self.api, name, key_range, after, size, fields, query)
+
+    def documents_by_id(
+        self, name: str, ids: Sequence[str], fields: Sequence[str] | None = None
+    ) -> list[StoredDocument]:
+        if not ids:
+            return []
+        self._refresh(name)
+        c = self.config
+        return list(reads.documents_by_id(self.api, name, ids, fields, c.scan_page_size, c.scroll_keep_alive))
+
+    def count_hash_prefix(self, name: str, prefix: str) -> int:
+        self._refresh(name)
+        return reads.count_hash_prefix(self.api, name, prefix)
 
     def mapping(self, name: str) -> dict[str, Any]:
         own = self._meta(name).get(META_KEY) or {}

@@ -315,6 +315,16 @@ class TantivyTarget(Target):
         keys = reader.page_keys(idx, searcher, self._sample(name, idx, searcher), key_range, after, size, where)
         return reader.fetch(idx, searcher, keys, fields, where)
 
+    def documents_by_id(
+        self, name: str, ids: Sequence[str], fields: Sequence[str] | None = None
+    ) -> list[StoredDocument]:
+        idx, _, searcher = self._searcher(name)
+        return reader.by_ids(searcher, idx.schema, ids, fields)
+
+    def count_hash_prefix(self, name: str, prefix: str) -> int:
+        idx, _, searcher = self._searcher(name)
+        return reader.count_hash_prefix(searcher, idx.schema, prefix)
+
     def key_splits(self, name: str, parts: int) -> list[str]:
         idx, _, searcher = self._searcher(name)
         return reader.split_points(self._sample(name, idx, searcher), parts)

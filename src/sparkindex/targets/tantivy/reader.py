@@ -1,4 +1,5 @@
-"""Reading a Tantivy index back in sort-key order: keyset pages and key splits.
+"""Reading a Tantivy index back in sort-key order: keyset pages and key splits (and by id:
+every copy of some documents, and a count by hash prefix, for soft deletes).
 
 Why not ``searcher.search(..., order_by_field="_key")``: ordering by a text fast field turns every
 matching key into a string, so each page costs as much as the rest of the range (measured on
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -172,3 +174,31 @@ def fetch(
         out.append(StoredDocument(doc["_id"][0], doc[SORT_KEY_FIELD][0], hashes[0] if hashes else None, source))
     out.sort(key=lambda d: d.sort_key or "")
     return out
+
+
+def by_ids(
+    searcher: Any, schema: tantivy.Schema, ids: Sequence[str], fields: Sequence[str] | None
+) -> list[StoredDocument]:
+    """Every stored copy of the documents with *ids* (Tantivy has no routing: None), sources cut
+    to *fields*: what a soft delete rewrites as a tombstone."""
+    wanted = list(dict.fromkeys(ids))
+    total = int(searcher.num_docs)
+    if not wanted or total == 0:
+        return []
+    query = tantivy.Query.term_set_query(schema, "_id", wanted)
+    keep = None if fields is None else set(fields)
+    out = []
+    for _, addr in searcher.search(query, total, count=False).hits:
+        doc = searcher.doc(addr)
+        source = orjson.loads(doc["_source"][0])
+        if keep is not None:
+            source = {k: v for k, v in source.items() if k in keep}
+        keys, hashes = doc[SORT_KEY_FIELD], doc[HASH_FIELD]
+        out.append(StoredDocument(doc["_id"][0], keys[0] if keys else None, hashes[0] if hashes else None, source))
+    return out
+
+
+def count_hash_prefix(searcher: Any, schema: tantivy.Schema, prefix: str) -> int:
+    """Documents whose content hash begins with *prefix* (``_hash`` is one raw term each)."""
+    query = tantivy.Query.regex_query(schema, HASH_FIELD, re.escape(prefix) + ".*")
+    return int(searcher.search(query, 1, count=True).count)  # a limit of 0 panics

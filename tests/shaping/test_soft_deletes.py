@@ -152,6 +152,9 @@ def test_deleted_rows_stay_as_tombstones_that_verify_accepts(tmp_path: Path, spa
     report = checked(pipeline)
     assert (report.missing, report.extra, report.stale, report.duplicates) == (0, 0, 0, 0), report.to_dict()
     assert report.tombstones == 2 and report.clean
+    # the marks are searchable: readers skip tombstones with _deleted (a field of the mapping)
+    with open_target(pipeline.target.url, pipeline.base_dir) as target:
+        assert sorted(h.id for h in target.search("products", "_deleted:true", limit=10)) == ["5", "7"]
     # in hard mode the same tombstones are documents without rows: extra
     assert checked(pipeline, deletes="hard").extra == 2
 

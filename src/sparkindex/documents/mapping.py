@@ -20,6 +20,7 @@ from sparkindex.documents.overrides import field_paths, merge_properties
 from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.errors import ConfigError
 from sparkindex.sources.base import TableInfo
+from sparkindex.targets.base import DELETED_AT_FIELD, DELETED_FIELD
 
 KEYWORD_MAX_LENGTH = 256
 
@@ -96,7 +97,22 @@ def infer_mapping(plan: IndexPlan, where: str) -> Mapping:
     if plan.join_field is not None:
         props[plan.join_field] = join_mapping(plan)
         reserved = frozenset({plan.join_field})
+    if plan.config.deletes == "soft":
+        _tombstone_fields(plan, props, where)
     return with_overrides(plan, props, where, reserved)
+
+
+def _tombstone_fields(plan: IndexPlan, props: dict[str, Any], where: str) -> None:
+    """``deletes: soft`` marks removed documents with two fields of its own: searchable on every
+    target (``_deleted: false`` is how readers skip tombstones), and never a column's name."""
+    for name in (DELETED_FIELD, DELETED_AT_FIELD):
+        if name in props:
+            raise ConfigError(
+                f"{where}.deletes: soft deletes mark removed documents with {name!r}, which is also a field of the "
+                "documents; rename the column (fields: {other: {from: ...}}) or exclude it"
+            )
+    props[DELETED_FIELD] = {"type": "boolean"}
+    props[DELETED_AT_FIELD] = {"type": "date"}
 
 
 def with_overrides(

@@ -28,10 +28,11 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, make_builder
 from sparkindex.documents.planning import resolve_plans, selected_aliases
 from sparkindex.documents.source_lookup import SourceLookup
+from sparkindex.documents.tombstones import Removal, root_removals
 from sparkindex.resources import open_source, open_store, open_target
 from sparkindex.retry import Backoff
 from sparkindex.targets.base import BulkItem
-from sparkindex.targets.writer import TargetWriter
+from sparkindex.targets.target import Target
 from sparkindex.worker.bulk import bulk_with_retries
 
 PAGE = 500
@@ -77,7 +78,7 @@ class Redrive:
     """Re-drives the dead letters of one alias."""
 
     def __init__(
-        self, pipeline: Pipeline, builder: DocumentBuilder, target: TargetWriter, store: CoordinationStore, run_id: str
+        self, pipeline: Pipeline, builder: DocumentBuilder, target: Target, store: CoordinationStore, run_id: str
     ) -> None:
         self.p = pipeline
         self.builder = builder
@@ -132,8 +133,20 @@ class Redrive:
                 out.written.append(by_id[doc.id])
 
     def _delete(self, index: str, letters: Sequence[DeadLetter]) -> None:
-        if letters:
-            self._retry(index, [BulkItem(d.doc_id, op="delete") for d in letters])
+        """Take out the documents whose rows are gone: a root document as the index's delete mode
+        says (a tombstone under ``deletes: soft``), each copy under the routing it is stored
+        with; a join child under its stored routing (its parent's id)."""
+        if not letters:
+            return
+        children = [d.doc_id for d in letters if self.lookup.child_of(d.doc_id) is not None]
+        roots = [Removal(d.doc_id) for d in letters if d.doc_id not in set(children)]
+        items = root_removals(self.target, index, self.builder.plan.config, roots)
+        held = self.target.routings(index, children) if children else {}
+        for doc_id in children:
+            for routing in dict.fromkeys(held.get(doc_id) or [None]):
+                items.append(BulkItem(doc_id, op="delete", routing=routing))
+        if items:
+            self._retry(index, items)
 
     def record(self, out: _Outcome) -> None:
         """Resolve what succeeded; count one more attempt for what did not (per original job)."""

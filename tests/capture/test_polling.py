@@ -17,7 +17,7 @@ from sparkindex.capture.source import open_change_source
 from sparkindex.capture.sync.run import SyncRun
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
-from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
+from sparkindex.demo.shop import PIPELINE_YAML
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.sources.registry import open_source
@@ -26,22 +26,15 @@ from sparkindex.verify.verifier import verify_alias
 from tests.capture.helpers import HOSTILE
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
 from tests.support.osmem import OsmemCluster
+from tests.support.polled_shop import T0, polled_shop_db
 
 pytestmark = pytest.mark.slow
-
-T0 = "2026-01-01 00:00:00"
 
 
 def _shop(directory: Path, changes: str, target: str | None = None) -> tuple[Pipeline, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     db = directory / "shop.db"
-    generate_shop(db, 150)
-    conn = sqlite3.connect(db)
-    for table in ("products", "categories", "reviews", "users"):
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN updated_at DATETIME NOT NULL DEFAULT '{T0}'")
-    conn.execute("CREATE TABLE gone (tbl TEXT NOT NULL, row_key TEXT NOT NULL, updated_at DATETIME NOT NULL)")
-    conn.commit()
-    conn.close()
+    polled_shop_db(db, 150)
     text = PIPELINE_YAML.format(partition_size=50).replace("master: local[*,4]", "master: local[2,4]")
     text = text.replace("    complexity: 3.0\n", f"    complexity: 3.0\n    changes: {changes}\n")
     if target is not None:  # reviews as join children, in a search engine

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,10 +28,11 @@ import sqlalchemy as sa
 
 from sparkindex.config import load_pipeline
 from sparkindex.config.urls import normalize_url
-from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
+from sparkindex.demo.shop import PIPELINE_YAML
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.targets.registry import open_target
 from tests.capture.helpers import HOSTILE, Shop, drop_shop, make_shop
+from tests.support.polled_shop import polled_shop_db
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,6 @@ SEED = 32
 ROOT_WHERE = "deleted_at IS NULL AND status NOT IN ('hidden', 'don''t show')"
 REVIEW_WHERE = "rating >= 3"
 GONE = "2025-06-01 00:00:00"  # a deleted_at value
-T0 = "2026-01-01 00:00:00"  # polling: every row's updated_at before the writer runs
 #: (status, deleted_at) a writer may give a product; whether each is inside the filter is the database's say
 STATES: list[tuple[str, str | None]] = [
     ("active", None),
@@ -81,13 +80,7 @@ def polling_shop(directory: Path) -> Shop:
     """The shop in SQLite with an ``updated_at`` in every table and a tombstone table: polled."""
     directory.mkdir(parents=True, exist_ok=True)
     db = directory / "shop.db"
-    generate_shop(db, PRODUCTS)
-    conn = sqlite3.connect(db)
-    for table in ("products", "categories", "reviews", "users"):
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN updated_at DATETIME NOT NULL DEFAULT '{T0}'")
-    conn.execute("CREATE TABLE gone (tbl TEXT NOT NULL, row_key TEXT NOT NULL, updated_at DATETIME NOT NULL)")
-    conn.commit()
-    conn.close()
+    polled_shop_db(db, PRODUCTS)
     text = PIPELINE_YAML.format(partition_size=100).replace("master: local[*,4]", "master: local[2,4]")
     (directory / "pipeline.yaml").write_text(
         text + "sync:\n  trigger_s: 0.2\n  max_batch_changes: 40\n", encoding="utf-8"

@@ -20,7 +20,7 @@ import pytest
 from sparkindex.capture.sync.run import SyncRun, SyncSummary
 from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
-from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
+from sparkindex.demo.shop import PIPELINE_YAML
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.documents.tombstones import TOMBSTONE_HASH_PREFIX
 from sparkindex.jobs.reindex import ReindexJob
@@ -29,11 +29,11 @@ from sparkindex.targets.base import StoredDocument
 from sparkindex.targets.registry import open_target
 from sparkindex.verify.repair import RepairResult, repair
 from sparkindex.verify.verifier import LocalResources, Verifier, VerifyReport, local_runner
+from tests.support.polled_shop import polled_shop_db
 
 pytestmark = pytest.mark.slow
 
 PRODUCTS = 40
-T0 = "2026-01-01 00:00:00"  # every row's updated_at before the test writes
 COLUMNS = "id, name, description, price, stock, category_id, created_at"
 
 
@@ -43,13 +43,7 @@ def polled_shop(directory: Path, index_yaml: str, target: str | None = None) -> 
     *index_yaml*: more of the products index (``    deletes: soft\\n``)."""
     directory.mkdir(parents=True, exist_ok=True)
     db = directory / "shop.db"
-    generate_shop(db, PRODUCTS)
-    conn = sqlite3.connect(db)
-    for table in ("products", "categories", "reviews", "users"):
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN updated_at DATETIME NOT NULL DEFAULT '{T0}'")
-    conn.execute("CREATE TABLE gone (tbl TEXT NOT NULL, row_key TEXT NOT NULL, updated_at DATETIME NOT NULL)")
-    conn.commit()
-    conn.close()
+    polled_shop_db(db, PRODUCTS)
     text = PIPELINE_YAML.format(partition_size=20).replace("master: local[*,4]", "master: local[2,4]")
     changes = "    changes: {column: updated_at, tombstones: gone}\n"
     text = text.replace("    complexity: 3.0\n", f"    complexity: 3.0\n{changes}{index_yaml}")

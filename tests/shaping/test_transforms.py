@@ -17,13 +17,13 @@ import pytest
 
 from sparkindex import api
 from sparkindex.demo.shop import PIPELINE_YAML, generate_shop
+from tests.support.polled_shop import polled_shop_db
 from tests.support.toy_embedding import LOG_ENV, logged_calls, vector
 
 pytestmark = pytest.mark.slow
 
 os.environ.setdefault(LOG_ENV, str(Path(tempfile.gettempdir()) / f"sparkindex-toy-embed-{os.getpid()}.log"))
 CALLS = Path(os.environ[LOG_ENV])
-T0 = "2026-01-01 00:00:00"
 PRODUCTS = 120
 
 
@@ -31,13 +31,10 @@ def _shop(directory: Path, transform: str, polling: bool = False) -> tuple[Path,
     """The shop (SQLite, Tantivy) with *transform* as the index's ``transform:`` YAML value."""
     directory.mkdir(parents=True, exist_ok=True)
     db = directory / "shop.db"
-    generate_shop(db, PRODUCTS, reviews_per_product=1)
     if polling:
-        conn = sqlite3.connect(db)
-        for table in ("products", "categories", "reviews", "users"):
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN updated_at DATETIME NOT NULL DEFAULT '{T0}'")
-        conn.commit()
-        conn.close()
+        polled_shop_db(db, PRODUCTS, reviews_per_product=1)
+    else:
+        generate_shop(db, PRODUCTS, reviews_per_product=1)
     text = PIPELINE_YAML.format(partition_size=40).replace("master: local[*,4]", "master: local[2,4]")
     shape = f"    complexity: 3.0\n    transform: {transform}\n"
     if polling:

@@ -63,7 +63,8 @@ def _document(pipeline: Path, doc_id: str) -> dict[str, Any]:
 
 def test_an_embedding_runs_again_only_for_documents_whose_inputs_changed(tmp_path: Path, spark: Any) -> None:
     transform = (
-        "{function: 'tests.support.toy_embedding:embed', version: '1', on_change: [name, description]}\n"
+        "{function: 'tests.support.toy_embedding:embed', version: '1', on_change: [name, description],"
+        " adds: [embedding]}\n"
         "    mapping: {properties: {embedding: {type: knn_vector, dimension: 8}}}"
     )
     pipeline, db = _shop(tmp_path, transform, polling=True)

@@ -73,6 +73,14 @@ class TransformConfig(Strict):
         ),
     )
 
+    adds: list[str] = Field(
+        default_factory=list,
+        description=(
+            "top-level fields the transform adds (an `embedding`), which `mapping.properties` may then declare"
+            " with their type; any other unknown field there stays an error"
+        ),
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, value: Any) -> Any:

@@ -231,7 +231,8 @@ def render() -> str:
             if limits:
                 kind += ", " + ", ".join(limits)
             description = _rst_to_markdown(field.description or "")
-            out.append(f"| `{name}` | {_cell(kind)} | {_cell(_default(field))} | {_cell(description)} |")
+            key = field.alias or name  # what the YAML says (`from`), not the Python name (`from_`)
+            out.append(f"| `{key}` | {_cell(kind)} | {_cell(_default(field))} | {_cell(description)} |")
     return "\n".join(out) + "\n"
 
 

@@ -10,10 +10,8 @@ reads ``sources`` and speaks the targets' value types (the bulk item); ``sources
   polling apply the same rules).
 * ``shape``: each level's row filter, renames, computed and excluded fields, and the shaped view every read that
   builds documents goes through (filters and expressions checked by the database at plan time).
-* ``shaping``: what shapes a document beyond its bytes (the transform's identity, the routing column), keying the
-  content hash.
 * ``transform``: per-document Python transforms, run in the workers; ``on_change`` ones only for documents whose
-  inputs changed (a cache in the coordination store).
+  inputs changed (a cache in the coordination store). ``transforming`` runs one on a builder's page.
 * ``tombstones``: soft deletes: the tombstone a deleted row's document becomes, and its recognisable hash.
 * ``planning``: the aliases a command names, their plans and mappings (``resolve_plans``), and what the target
   cannot hold, refused before any lock.
@@ -23,7 +21,8 @@ reads ``sources`` and speaks the targets' value types (the bulk item); ``sources
 * ``in_database``: documents assembled inside PostgreSQL, one statement per page, arriving as the server's bytes.
 * ``canonical_sql``: PostgreSQL writes the canonical JSON itself where the plan's types allow. Values it cannot
   promise (NaN, floats it writes with an exponent) are marked and take the decoding path.
-* ``hashing``: canonical JSON and the content hash every document carries.
+* ``hashing``: canonical JSON and the content hash every document carries, keyed by what shapes a document beyond
+  its bytes (the transform's identity, the routing column).
 * ``floats``: NaN and infinities refused per document; floats PostgreSQL writes as integers restored.
 * ``mapping``: the search mapping inferred from the SQL schema, then the ``fields`` and ``mapping`` overrides.
 * ``overrides``: ``indexes[].mapping`` merged over the inferred mapping, checked against what the documents hold.

@@ -25,10 +25,10 @@ from sparkindex.documents.floats import (
     float_paths,
     non_finite_path,
 )
-from sparkindex.documents.hashing import content_hash, dumps_document
+from sparkindex.documents.hashing import content_hash, dumps_document, shape_key
 from sparkindex.documents.join import child_id, child_sort_key, join_value, parent_prefixes, routing_of
 from sparkindex.documents.plan import IndexPlan, RelationPlan
-from sparkindex.documents.shaping import TransformCache, make_transform, non_finite_anywhere, shape_key
+from sparkindex.documents.transforming import TransformCache, make_transform, transform_page
 from sparkindex.documents.versions import external_version
 from sparkindex.errors import ConfigError, DocumentError
 from sparkindex.keys import document_id, sort_key
@@ -182,12 +182,19 @@ class DocumentBuilder:
             self.join_children([self.key_of(r) for r in rows], built, errors)
         return built, errors
 
-    def transformed(self, ids: Sequence[str], docs: list[dict[str, Any]]) -> Sequence[dict[str, Any] | DocumentError]:
+    def transformed(
+        self, ids: Sequence[str], docs: list[dict[str, Any]], decoded: bool = False
+    ) -> Sequence[dict[str, Any] | DocumentError]:
         """The root documents after the index's transform (*docs* themselves without one): a
-        document whose transform raised is a :class:`DocumentError` in its place."""
+        document whose transform raised is a :class:`DocumentError` in its place.
+
+        The transform sees JSON values whichever builder made the document (*decoded*: already
+        decoded from JSON): strings for dates and times, numbers for decimals, as the index will
+        hold them, so one function behaves alike under ``build: python`` and ``build: database``.
+        """
         if self.transform is None or not docs:
             return docs
-        return self.transform.apply(list(zip(ids, docs, strict=True)))
+        return transform_page(self.transform, self._floats, ids, docs, decoded)
 
     def _routing(self, row: Row) -> str | None:
         """The routing value of a root row (its routing column's text; None when NULL)."""
@@ -215,10 +222,6 @@ class DocumentBuilder:
         doc_id, number = checked
         if self.plan.join_field is not None:
             doc[self.plan.join_field] = self.plan.join_parent
-        if self.transform is not None:
-            bad = non_finite_anywhere(doc)
-            if bad is not None:
-                return DocumentError(doc_id, f"the transform's field {bad!r} is NaN or infinite", "NonFinite")
         return self._encoded(doc_id, doc, floats, sort_key(key), number, routing)
 
     def finish_canonical(

@@ -17,8 +17,8 @@ import orjson
 
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
+from sparkindex.documents.hashing import transform_identity
 from sparkindex.documents.plan import IndexPlan, RelationPlan
-from sparkindex.documents.shaping import transform_identity
 
 
 def _relation(rel: RelationPlan) -> dict[str, Any]:
@@ -31,9 +31,15 @@ def _relation(rel: RelationPlan) -> dict[str, Any]:
         "remote": rel.remote_key,
         "order": rel.order_by,
         "version": rel.version,
-        "shape": rel.shape.describe(),
+        **_unless_plain({"shape": rel.shape.describe() if not rel.shape.plain else None}),
         "children": [_relation(c) for c in rel.children],
     }
+
+
+def _unless_plain(described: dict[str, Any]) -> dict[str, Any]:
+    """*described* without the entries at their defaults: a plan that uses none of the shaping
+    keys fingerprints as it did before they existed, so its unfinished job still resumes."""
+    return {k: v for k, v in described.items() if v not in (None, "hard")}
 
 
 def plan_fingerprint(plans: dict[str, tuple[IndexPlan, Any]], pipeline: Pipeline) -> str:
@@ -53,10 +59,14 @@ def plan_fingerprint(plans: dict[str, tuple[IndexPlan, Any]], pipeline: Pipeline
                 "join": [plan.join_field, plan.join_parent],
                 "settings": plan.config.settings.to_target(),
                 # which rows, under which names, routed where, transformed by what, deleted how
-                "shape": plan.shape.describe(),
-                "routing": plan.routing,
-                "transform": transform_identity(plan),
-                "deletes": plan.config.deletes,
+                **_unless_plain(
+                    {
+                        "shape": plan.shape.describe() if not plan.shape.plain else None,
+                        "routing": plan.routing,
+                        "transform": transform_identity(plan),
+                        "deletes": plan.config.deletes,
+                    }
+                ),
             }
             for alias, (plan, mapping) in sorted(plans.items())
         },

@@ -105,3 +105,21 @@ def non_finite_path(doc: dict[str, Any], paths: FloatPaths, prefix: str = "") ->
                 if found is not None:
                     return found
     return None
+
+
+def non_finite_anywhere(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first NaN or infinite float anywhere in *value* (a transform may
+    add fields of any shape, where the plan's float paths know nothing), or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path or "(document)"
+    if isinstance(value, dict):
+        for name, item in value.items():
+            found = non_finite_anywhere(item, f"{path}.{name}" if path else str(name))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for item in value:
+            found = non_finite_anywhere(item, path)
+            if found is not None:
+                return found
+    return None

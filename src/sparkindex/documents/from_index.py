@@ -19,7 +19,7 @@ from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Pa
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.mapping import Mapping, with_overrides
 from sparkindex.documents.plan import IndexPlan
-from sparkindex.documents.shaping import TransformCache
+from sparkindex.documents.transforming import TransformCache
 from sparkindex.errors import ConfigError, DocumentError, PermanentError
 from sparkindex.index_source.columns import ID_COLUMN, copy_targets, source_fields
 from sparkindex.index_source.source import IndexSource

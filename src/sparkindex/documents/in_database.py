@@ -31,7 +31,7 @@ from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Pa
 from sparkindex.documents.canonical_sql import SLOW_MARK, canonical_document_or_reason
 from sparkindex.documents.floats import restore_floats
 from sparkindex.documents.plan import IndexPlan, RelationPlan
-from sparkindex.documents.shaping import TransformCache
+from sparkindex.documents.transforming import TransformCache
 from sparkindex.errors import DocumentError
 from sparkindex.keys import document_id
 from sparkindex.sources.base import KeyRange, Source, coerce_key
@@ -211,7 +211,7 @@ class JsonAggregationBuilder(DocumentBuilder):
             decoded.append((len(results), body))
             results.append(None)
         ids = [document_id(rows[at][:n]) for at, _ in decoded]
-        for (at, _), body in zip(decoded, self.transformed(ids, [b for _, b in decoded]), strict=True):
+        for (at, _), body in zip(decoded, self.transformed(ids, [b for _, b in decoded], decoded=True), strict=True):
             row = rows[at]
             results[at] = (
                 body

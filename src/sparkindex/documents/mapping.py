@@ -121,7 +121,7 @@ def with_overrides(
     """*props* (inferred from SQL, or a source index's in an index-to-index rebuild) with the
     index's ``fields`` shorthands, ``mapping`` override and root options applied."""
     if plan.config.transform is not None:
-        _declare_transform_fields(props, plan.config.mapping.properties, where)
+        _declare_transform_fields(props, plan.config.transform.adds, plan.config.mapping.properties, where)
     for path, override in plan.config.fields.items():
         if path.split(".")[0] in reserved:
             raise ConfigError(f"{where}.fields.{path}: {path!r} is the join field, which the join relations declare")
@@ -130,15 +130,19 @@ def with_overrides(
     return {**plan.config.mapping.root_options(), "properties": props}
 
 
-def _declare_transform_fields(props: dict[str, Any], overrides: dict[str, Any], where: str) -> None:
-    """A transform adds fields the schema does not show (an embedding): the ``mapping`` override
-    declares them at the top level, each with its ``type``; the override then applies as usual."""
-    for name, spec in overrides.items():
+def _declare_transform_fields(props: dict[str, Any], adds: list[str], overrides: dict[str, Any], where: str) -> None:
+    """The fields a transform adds (an embedding; ``transform.adds``) are not in the schema: the
+    ``mapping`` override declares each with its ``type``, and then applies as usual."""
+    for i, name in enumerate(adds):
         if name in props:
-            continue
+            raise ConfigError(
+                f"{where}.transform.adds[{i}]: {name!r} is already a field of the documents; list only the fields "
+                "the transform adds"
+            )
+        spec = overrides.get(name)
         if not isinstance(spec, dict) or "type" not in spec or "properties" in spec:
             raise ConfigError(
-                f"{where}.mapping.properties.{name}: no such field in the documents; a field the transform adds "
-                "is declared here with its type ({type: knn_vector, dimension: 8}, say)"
+                f"{where}.mapping.properties.{name}: the transform adds {name!r}; declare its mapping here with a "
+                "type ({type: knn_vector, dimension: 8}, say)"
             )
         props[name] = {"type": spec["type"]}

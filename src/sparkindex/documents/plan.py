@@ -211,7 +211,15 @@ def _resolve_relation(
     parent.require_columns(local, f"{where}.local_key")
     table.require_columns(remote, f"{where}.remote_key")
     emit, shape = resolve_shape(
-        source, table, cfg.columns, cfg.exclude, level_renames(renamed, path), cfg.computed, cfg.where, where
+        source,
+        table,
+        cfg.columns,
+        cfg.exclude,
+        level_renames(renamed, path),
+        cfg.computed,
+        cfg.where,
+        where,
+        list(renamed),
     )
     order_by = cfg.order_by or list(table.primary_key) or remote
     table.require_columns(order_by, f"{where}.order_by")

@@ -9,7 +9,7 @@ from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.documents.mapping import Mapping, infer_mapping
 from sparkindex.documents.plan import IndexPlan, resolve_index
-from sparkindex.documents.shaping import make_transform
+from sparkindex.documents.transforming import make_transform
 from sparkindex.errors import ConfigError
 from sparkindex.index_source.source import IndexSource
 from sparkindex.sources.base import Source

@@ -105,19 +105,23 @@ def resolve_shape(
     computed: dict[str, str],
     where: str | None,
     key: str,
+    renamed_paths: Sequence[str] = (),
 ) -> tuple[list[str], Shape]:
     """The fields one level emits, in order, and its shape, checked against the live database.
 
     *key* is the level's config key path (``p.yaml: indexes[0]``, ``...relations[1]``); *renamed*
-    comes from the index's ``fields`` entries with a ``from`` for this level. The emitted fields:
+    comes from the index's ``fields`` entries with a ``from`` for this level, whose dotted paths
+    are *renamed_paths* (for messages: a bad ``from`` is named under the index's ``fields``). The emitted fields:
     ``columns`` (default: all), each renamed column under its new name in its place, the computed
     fields after them, minus ``exclude``. A renamed or computed field named like a column takes
     that column's place.
     """
     emit = list(columns) if columns is not None else list(table.columns)
     table.require_columns(emit, f"{key}.columns")
+    index_key = key.split(".relations[")[0]  # where the `fields` entries are: on the index
+    path = {name: dotted for dotted in renamed_paths for name in [dotted.rpartition(".")[2]]}
     for name, column in renamed.items():
-        table.require_columns([column], f"{key}.fields.{name}.from")
+        table.require_columns([column], f"{index_key}.fields.{path.get(name, name)}.from")
         if column in emit:
             emit[emit.index(column)] = name
         elif name not in emit:

@@ -35,6 +35,13 @@ Key = tuple[Any, ...]
 DEFAULT_STATEMENT_TIMEOUT_S = 600.0
 
 
+def literal_sql(fragment: str, type_: sa.types.TypeEngine[Any] | None = None) -> sa.ColumnElement[Any]:
+    """A user's SQL *fragment* (a filter, a computed field) as a parenthesised expression, its own
+    precedence kept; literal, never bound text: a ``:`` in a string literal is not a parameter,
+    and SQLAlchemy doubles ``%`` for the drivers that need it."""
+    return sa.literal_column(f"({fragment})", type_)
+
+
 @dataclass(frozen=True)
 class Column:
     name: str
@@ -152,21 +159,22 @@ class Source:
         """Session settings for every new connection (the statement timeout); optional."""
 
     def result_type(
-        self, conn: sa.Connection, info: TableInfo, expression: sa.ColumnElement[Any]
-    ) -> sa.types.TypeEngine[Any] | None:
-        """The type of *expression*'s result over *info*'s rows, as the server reports it (None:
-        unknown, typed as text). Prepares the expression without reading a row, so a bad one
-        raises the driver's error (:mod:`sparkindex.sources.expressions` reports it)."""
-        result = conn.execute(sa.select(expression).select_from(info.table).limit(0))
+        self, conn: sa.Connection, info: TableInfo, fragment: str
+    ) -> tuple[sa.types.TypeEngine[Any] | None, str]:
+        """The type of *expression*'s result over *info*'s rows, as the server reports it, and the
+        server's name for it (the type None: no field type fits). Prepares the expression without
+        reading a row, so a bad one raises the driver's error
+        (:mod:`sparkindex.sources.expressions` reports it)."""
+        result = conn.execute(sa.select(literal_sql(fragment)).select_from(info.table).limit(0))
         try:
             description = result.cursor.description if result.cursor is not None else None
         finally:
             result.close()
-        return self.described_type(conn, description[0]) if description else None
+        return self.described_type(conn, description[0]) if description else (None, "unknown")
 
-    def described_type(self, conn: sa.Connection, column: Any) -> sa.types.TypeEngine[Any] | None:
-        """The type a DB-API cursor description's *column* names; optional (None: unknown)."""
-        return None
+    def described_type(self, conn: sa.Connection, column: Any) -> tuple[sa.types.TypeEngine[Any] | None, str]:
+        """The type a DB-API cursor description's *column* names, and its name; optional."""
+        return None, "unknown"
 
     def _on_connect(self, dbapi_conn: Any, _record: Any) -> None:
         self.session_setup(dbapi_conn)

@@ -21,12 +21,7 @@ from sqlalchemy.exc import DBAPIError
 
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError
-from sparkindex.sources.base import Source, TableInfo
-
-
-def literal_sql(fragment: str, type_: sa.types.TypeEngine[Any] | None = None) -> sa.ColumnElement[Any]:
-    """*fragment* as a parenthesised SQL expression (its own precedence kept)."""
-    return sa.literal_column(f"({fragment})", type_)
+from sparkindex.sources.base import Source, TableInfo, literal_sql
 
 
 def _database_message(exc: DBAPIError) -> str:
@@ -48,16 +43,28 @@ def check_filter(source: Source, info: TableInfo, fragment: str, where: str) -> 
 
 
 def expression_type(source: Source, info: TableInfo, fragment: str, where: str) -> sa.types.TypeEngine[Any]:
-    """The type of *fragment*'s result over *info*'s rows, as the database reports it; refuses an
-    expression the database cannot evaluate (a ConfigError naming *where* and its message)."""
+    """The type of *fragment*'s result over *info*'s rows, as the database reports it. Refuses an
+    expression the database cannot evaluate, an aggregate (one row for the whole table, where a
+    field needs one value per row) and a result no field type fits (a ConfigError naming *where*)."""
     try:
         with source.engine.connect() as conn:
-            found = source.result_type(conn, info, literal_sql(fragment))
+            per_table = conn.execute(sa.select(literal_sql(fragment)).select_from(info.table).where(sa.false())).first()
+            if per_table is not None:
+                raise ConfigError(
+                    f"{where}: the expression {fragment!r} aggregates the rows of table {info.name!r} (it gives a "
+                    "value with no row at all); a computed field is one value per row"
+                )
+            found, name = source.result_type(conn, info, fragment)
     except DBAPIError as exc:
         raise ConfigError(
             f"{where}: the expression {fragment!r} is not valid SQL over table {info.name!r}: {_database_message(exc)}"
         ) from None
-    return found if found is not None else sa.Text()
+    if found is None:
+        raise ConfigError(
+            f"{where}: the expression {fragment!r} gives {name}, which no field type fits; CAST it to text, an "
+            "integer, a floating-point number, a boolean, a date or a timestamp"
+        )
+    return found
 
 
 __all__ = ["check_filter", "expression_type", "literal_sql"]

@@ -26,8 +26,10 @@ _RESULT_TYPES: dict[int, sa.types.TypeEngine[Any]] = {
     **dict.fromkeys((10, 14), sa.Date()),  # DATE, NEWDATE
     245: sa.JSON(),
 }
-#: VARCHAR, VAR_STRING, STRING: sized; the BLOB codes carry TEXT too (unbounded: text)
+#: VARCHAR, VAR_STRING, STRING: sized
 _SIZED_STRINGS = frozenset({15, 253, 254})
+#: TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB: what TEXT results come as too (unbounded: text)
+_BLOBS = frozenset({249, 250, 251, 252})
 
 
 class MysqlSource(Source):
@@ -56,15 +58,19 @@ class MysqlSource(Source):
         elif isinstance(col_type, sa.Float) and col_type.asdecimal:
             col_type.asdecimal = False  # DOUBLE read as Decimal is rounded to 10 places
 
-    def described_type(self, conn: sa.Connection, column: Any) -> sa.types.TypeEngine[Any] | None:
-        """By the protocol's field type; a string result keeps its length in characters (a short
-        one maps to a keyword, as a short VARCHAR column does)."""
+    def described_type(self, conn: sa.Connection, column: Any) -> tuple[sa.types.TypeEngine[Any] | None, str]:
+        """By the protocol's field type. A string result keeps its length: the server reports it
+        in bytes, which bounds the characters from above whatever the character set, so a result
+        short enough in bytes maps to a keyword as a short VARCHAR column does, never the reverse."""
         code, size = column[1], column[3]
+        name = f"field type {code}"
         if code in _RESULT_TYPES:
-            return _RESULT_TYPES[code]
-        if code in _SIZED_STRINGS and isinstance(size, int) and size > 0:
-            return sa.String(max(1, size // 4))  # the server reports bytes: utf8mb4 is 4 a character
-        return sa.Text()
+            return _RESULT_TYPES[code], name
+        if code in _SIZED_STRINGS:
+            return (sa.String(size) if isinstance(size, int) and size > 0 else sa.Text()), name
+        if code in _BLOBS:
+            return sa.Text(), name
+        return None, name
 
     def page_options(self) -> dict[str, Any]:
         return {"stream_results": True, "yield_per": 5000}

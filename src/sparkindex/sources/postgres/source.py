@@ -55,11 +55,13 @@ class PostgresSource(Source):
             col_type = col_type.data_type
         column_info["type"] = col_type
 
-    def described_type(self, conn: sa.Connection, column: Any) -> sa.types.TypeEngine[Any] | None:
+    def described_type(self, conn: sa.Connection, column: Any) -> tuple[sa.types.TypeEngine[Any] | None, str]:
         """By the result column's type OID, named through the connection's type registry."""
         dbapi = conn.connection.dbapi_connection
         info = dbapi.adapters.types.get(column.type_code) if dbapi is not None else None
-        return None if info is None else _RESULT_TYPES.get(info.name)
+        if info is None:
+            return None, f"type OID {column.type_code}"
+        return _RESULT_TYPES.get(info.name), info.name
 
     def page_options(self) -> dict[str, Any]:
         return {"stream_results": True, "yield_per": 5000}

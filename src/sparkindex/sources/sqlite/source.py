@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sqlalchemy as sa
 
-from sparkindex.sources.base import Source, TableInfo
+from sparkindex.sources.base import Source, TableInfo, literal_sql
 
 #: SQLite's storage classes, as ``typeof()`` names them
 _STORAGE_TYPES: dict[str, sa.types.TypeEngine[Any]] = {
@@ -25,12 +26,42 @@ class SqliteSource(Source):
         return {"connect_args": {"timeout": self.statement_timeout_s}}
 
     def result_type(
-        self, conn: sa.Connection, info: TableInfo, expression: sa.ColumnElement[Any]
-    ) -> sa.types.TypeEngine[Any] | None:
-        """SQLite values carry their own types: the storage class of the expression's first
-        non-NULL value (text when the table holds none, or for blobs)."""
+        self, conn: sa.Connection, info: TableInfo, fragment: str
+    ) -> tuple[sa.types.TypeEngine[Any] | None, str]:
+        """SQLite values carry their own types, so a type is read from the SQL where it can be: a
+        column's declared type, or a ``CAST``'s (SQLite's affinity rules on the type's name).
+        Otherwise the storage class of the expression's first non-NULL value, which depends on
+        the data (text when the table holds none): write a ``CAST`` to pin it."""
+        expression = literal_sql(fragment)
         conn.execute(sa.select(expression).select_from(info.table).limit(0)).all()  # prepared: checked
+        bare = fragment.strip().strip('"`[]')
+        if bare in info.columns:
+            return info.columns[bare].type, str(info.columns[bare].type)
+        cast = _CAST.fullmatch(fragment)
+        if cast is not None:
+            declared = cast.group(1)
+            return _affinity(declared), declared
         found = conn.execute(
             sa.select(sa.func.typeof(expression)).select_from(info.table).where(expression.is_not(None)).limit(1)
         ).scalar()
-        return _STORAGE_TYPES.get(str(found)) if found is not None else None
+        if found is None:
+            return sa.Text(), "no value (an empty table: typed as text)"
+        return _STORAGE_TYPES.get(str(found)), str(found)
+
+
+#: ``CAST(<anything> AS <type name>)``, the whole expression
+_CAST = re.compile(r"\s*CAST\s*\(.*\s+AS\s+([A-Za-z][A-Za-z ]*(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*\)\s*", re.I | re.S)
+
+
+def _affinity(declared: str) -> sa.types.TypeEngine[Any] | None:
+    """SQLite's column affinity of a declared type name (its documented rules, in their order)."""
+    name = declared.upper()
+    if "INT" in name:
+        return sa.BigInteger()
+    if any(part in name for part in ("CHAR", "CLOB", "TEXT")):
+        return sa.Text()
+    if "BLOB" in name:
+        return None
+    if any(part in name for part in ("REAL", "FLOA", "DOUB")):
+        return sa.Float()
+    return sa.Numeric()  # NUMERIC affinity: an integer or a real, whichever the value is

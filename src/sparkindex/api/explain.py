@@ -16,7 +16,9 @@ from sparkindex.api.loading import PipelineArg, load
 from sparkindex.api.results import Outcome
 
 if TYPE_CHECKING:  # the CLI imports this package on every start; explaining imports them when it runs
-    from sparkindex.jobs.explain import Explanation
+    from sparkindex.jobs.explain import BuildPath, Explanation
+    from sparkindex.jobs.explain_partitions import PartitionPlan
+    from sparkindex.jobs.explain_shape import DocumentShape
 
 __all__ = ["ExplainResult", "explain", "explain_result"]
 
@@ -24,8 +26,9 @@ __all__ = ["ExplainResult", "explain", "explain_result"]
 @dataclass(frozen=True)
 class ExplainResult:
     """``explain --json``: the job's :class:`~sparkindex.jobs.explain.Explanation`, whose
-    ``to_dict()`` is the JSON and whose fields read through (``result.alias``, ``result.document``,
-    ``result.shape``, ``result.partitions``, ...; the one difference: :attr:`canonical` is text).
+    ``to_dict()`` is the JSON and whose fields read through as typed properties
+    (``result.alias``, ``result.document``, ``result.shape``, ``result.partitions``, ...; lists
+    as tuples, and :attr:`canonical` as text).
     ``outcome`` is DONE_WITH_ERRORS when the document cannot be indexed (``failure`` says why, as
     the dead-letter store would record it; the CLI exits 1). A row a filter keeps out of the
     index is no error: ``filtered`` says which filter, and the document is None."""
@@ -43,10 +46,72 @@ class ExplainResult:
     def to_dict(self) -> dict[str, Any]:
         return self.explanation.to_dict()
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "explanation":  # copying and unpickling look these up first
-            raise AttributeError(name)
-        return getattr(self.explanation, name)
+    # -- the explanation's fields, read through (typed: the result is the API's contract) --------
+    @property
+    def alias(self) -> str:
+        return self.explanation.alias
+
+    @property
+    def table(self) -> str:
+        return self.explanation.table
+
+    @property
+    def id_columns(self) -> tuple[str, ...]:
+        return tuple(self.explanation.id_columns)
+
+    @property
+    def source(self) -> str:
+        """The source's URL, its secrets redacted."""
+        return self.explanation.source
+
+    @property
+    def other_aliases(self) -> tuple[str, ...]:
+        return tuple(self.explanation.other_aliases)
+
+    @property
+    def doc_id(self) -> str | None:
+        return self.explanation.doc_id
+
+    @property
+    def document(self) -> Any:
+        """The document as JSON values (None: no row, a failed one, or one a filter keeps out)."""
+        return self.explanation.document
+
+    @property
+    def hash(self) -> str | None:
+        return self.explanation.hash
+
+    @property
+    def failure(self) -> str | None:
+        return self.explanation.failure
+
+    @property
+    def build(self) -> BuildPath:
+        return self.explanation.build
+
+    @property
+    def statements(self) -> tuple[str, ...]:
+        return tuple(self.explanation.statements)
+
+    @property
+    def mapping(self) -> dict[str, Any]:
+        return self.explanation.mapping
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.explanation.settings
+
+    @property
+    def partitions(self) -> PartitionPlan:
+        return self.explanation.partitions
+
+    @property
+    def shape(self) -> DocumentShape:
+        return self.explanation.shape
+
+    @property
+    def filtered(self) -> str | None:
+        return self.explanation.filtered
 
 
 def explain_result(e: Explanation) -> ExplainResult:

@@ -104,7 +104,8 @@ def infer_mapping(plan: IndexPlan, where: str) -> Mapping:
 
 def _tombstone_fields(plan: IndexPlan, props: dict[str, Any], where: str) -> None:
     """``deletes: soft`` marks removed documents with two fields of its own: searchable on every
-    target (``_deleted: false`` is how readers skip tombstones), and never a column's name."""
+    target (readers skip tombstones with ``NOT _deleted:true``: live documents carry neither
+    field), and never a column's name."""
     for name in (DELETED_FIELD, DELETED_AT_FIELD):
         if name in props:
             raise ConfigError(

@@ -57,7 +57,7 @@ def check_transform(plan: IndexPlan, where: str) -> None:
         return
     transform.check(where)
     on_change = plan.config.transform.on_change if plan.config.transform is not None else None
-    fields = [*plan.emit, *(r.name for r in plan.relations)]
+    fields = [*plan.emit, *(r.name for r in plan.embedded)]  # join children are documents of their own
     for i, name in enumerate(on_change or []):
         if name not in fields:
             raise ConfigError(

@@ -59,6 +59,34 @@ def index_mapping(mapping: dict[str, Any], index: str, meta: dict[str, Any]) -> 
     return out
 
 
+#: each engine's vector field type (an embedding a transform adds): the other's is refused by name
+VECTOR_TYPE = {"OpenSearch": "knn_vector", "Elasticsearch": "dense_vector"}
+
+
+def check_vector_types(mapping: dict[str, Any], engine: str, alias: str) -> None:
+    """Refuse, before the index is created, the other engine's vector type: each engine answers
+    only a generic mapping error for a type it does not have."""
+    own = VECTOR_TYPE.get(engine)
+    if own is None:
+        return
+    for path, spec in _walk(mapping.get("properties") or {}):
+        kind = spec.get("type")
+        if kind in VECTOR_TYPE.values() and kind != own:
+            raise ConfigError(
+                f"indexes[{alias}].mapping.properties.{path}.type: {kind!r} is not a type {engine} has; its vector "
+                f"field type is {own!r}"
+            )
+
+
+def _walk(props: dict[str, Any], prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name, spec in props.items():
+        if isinstance(spec, dict):
+            out.append((prefix + name, spec))
+            out.extend(_walk(spec.get("properties") or {}, f"{prefix}{name}."))
+    return out
+
+
 def _field(spec: Any, path: str, index: str) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ConfigError(f"index {index!r}: mapping of field {path!r} must be an object, got {spec!r}")

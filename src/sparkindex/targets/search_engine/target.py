@@ -46,6 +46,7 @@ from sparkindex.targets.search_engine.engine import (
 from sparkindex.targets.search_engine.errors import HttpFailure, failure_from_body, request_error
 from sparkindex.targets.search_engine.mapping import (
     META_KEY,
+    check_vector_types,
     creation_settings,
     index_mapping,
     normalize_settings,
@@ -154,6 +155,7 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
         self, alias: str, mapping: dict[str, Any], settings: dict[str, Any] | None = None, *, adopt: bool = False
     ) -> str:
         user = normalize_settings(settings, f"indexes[{alias}].settings")
+        check_vector_types(mapping, self.ENGINE, alias)
         if not adopt and self.unmanaged_index(alias):
             raise ConfigError(unmanaged_index_message(alias, self.ENGINE))
         for _ in range(5):  # another process may take a number at the same moment: take the next

@@ -50,6 +50,9 @@ def test_each_capability_declares_only_its_own_methods() -> None:
         "mapping",
         "key_splits",
         "key_ranges",
+        "documents_by_id",
+        "routings",
+        "count_hash_prefix",
     }
     assert own_methods(OffsetsHost) == {"consumer_offsets"}
     assert own_methods(Target) == set(), "a whole backend is its capabilities, nothing more"

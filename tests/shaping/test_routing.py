@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 
+from sparkindex.config import load_pipeline
 from sparkindex.documents.tombstones import TOMBSTONE_HASH_PREFIX
+from sparkindex.jobs.redrive import redrive
+from sparkindex.resources import open_store
 from sparkindex.verify.repair import RepairResult
 from tests.shaping.test_soft_deletes import (
     PRODUCTS,
@@ -122,3 +125,39 @@ def test_soft_deletes_keep_the_routing(tmp_path: Path, spark: Any, fault_proxy: 
     assert isinstance(result, RepairResult) and result.before[0].extra == 1
     assert result.after[0].clean and result.after[0].tombstones == 2, result.after[0].to_dict()
     assert actions(fault_proxy, mark) == [("index", "8", routing["8"])]
+
+
+def test_copies_under_an_old_routing_are_deleted_by_the_redrive_and_by_repair(
+    tmp_path: Path, spark: Any, fault_proxy: HttpProxy
+) -> None:
+    """A document whose routing changed while it was dead-lettered is re-driven under its new
+    routing, its old copy deleted first; and after the routing column is removed from the
+    pipeline, repair rewrites every document unrouted and deletes each routed copy (the plan no
+    longer names a routing: the copies' routings are read back from the index)."""
+    pipeline, db = polled_shop(tmp_path / "shop", ROUTED, opensearch_url(fault_proxy))
+    indexed = categories(db)
+    reindex(pipeline, spark)
+    # product 6 dead-lettered; meanwhile its row moved to another category (no sync saw it)
+    moved = other_category(db, 6)
+    sql(db, ("UPDATE products SET category_id = ? WHERE id = 6", (moved,)))
+    with open_store(pipeline) as store:
+        store.dead_letters.add("sync:default", "products", None, [("6", "WriteRejected", "refused")])
+    mark = len(fault_proxy.bulks)
+    report = redrive(pipeline)
+    assert (report.succeeded, report.failed) == (1, 0), report.to_dict()
+    assert actions(fault_proxy, mark) == [("delete", "6", indexed["6"]), ("index", "6", str(moved))]
+    assert checked(pipeline).clean
+    routing = categories(db)
+
+    # the routing column removed: every document is stale (the routing keys the content hash)
+    path = tmp_path / "shop" / "pipeline.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace(ROUTED, ""), encoding="utf-8")
+    unrouted = load_pipeline(path)
+    assert checked(unrouted).stale == PRODUCTS
+    mark = len(fault_proxy.bulks)
+    result = verify(unrouted, fix=True)
+    assert isinstance(result, RepairResult) and result.after[0].clean, result.after[0].to_dict()
+    seen = actions(fault_proxy, mark)
+    assert sorted(a for a in seen if a[0] == "delete") == sorted(("delete", i, r) for i, r in routing.items())
+    assert sorted(a for a in seen if a[0] == "index") == sorted(("index", i, None) for i in routing)
+    assert all(seen.index(("delete", i, r)) < seen.index(("index", i, None)) for i, r in routing.items())

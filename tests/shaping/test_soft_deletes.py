@@ -174,3 +174,31 @@ def test_deleted_rows_stay_as_tombstones_that_verify_accepts(tmp_path: Path, spa
     assert result.before[0].extra == 1 and result.before[0].repaired == {"indexed": 0, "deleted": 1, "failed": 0}
     assert result.after[0].clean and result.after[0].tombstones == 2, result.after[0].to_dict()
     assert_tombstone(stored(pipeline, "9")["9"], live["9"].source, started, dt.datetime.now(dt.UTC))
+
+
+EMBED = (
+    "    transform: {function: 'tests.support.toy_embedding:embed', version: '1', on_change: [name, description],"
+    " adds: [embedding]}\n"
+    "    mapping: {properties: {embedding: {type: knn_vector, dimension: 8}}}\n"
+)
+
+
+def test_removed_documents_leave_the_transform_cache(tmp_path: Path, spark: Any) -> None:
+    """An ``on_change`` transform keeps an entry per document; a document removed (here: turned
+    into a tombstone) by the sync or by repair takes its entry with it."""
+    pipeline, db = polled_shop(tmp_path / "shop", "    deletes: soft\n" + EMBED)
+
+    def cached(*ids: str) -> set[str]:
+        with open_store(pipeline) as store:
+            return set(store.transform_cache.lookup("products", list(ids)))
+
+    reindex(pipeline, spark)
+    sync(pipeline, spark)
+    assert cached("5", "9", "11") == {"5", "9", "11"}
+    delete_product(db, 5, "2026-01-02 00:00:00")
+    assert sync(pipeline, spark).deleted == 1
+    assert cached("5", "9", "11") == {"9", "11"}
+    delete_product(db, 9, "", logged=False)  # unseen: repair finds it extra
+    result = verify(pipeline, fix=True)
+    assert isinstance(result, RepairResult) and result.before[0].extra == 1 and result.after[0].clean
+    assert cached("5", "9", "11") == {"11"}

@@ -14,8 +14,11 @@ A TRUNCATE of any table of the relation tree says that rows went without saying 
 document the index holds is rebuilt by its key at the truncate's position, so those whose root
 row is gone are deleted and the others lose what they held of the truncated table. A key diff's
 range (polling without tombstones) is checked the same way, for documents whose root row is gone.
-Join children (documents of their own, routed to their parent) that are gone or moved are deleted
-first (:mod:`sparkindex.capture.join_removals`): a rebuild only writes the children there are.
+Join children (documents of their own, routed to their parent) that are gone, moved or out of
+their relation's ``where:`` are deleted first, and so are the children of roots that have no
+document any more (:mod:`sparkindex.capture.join_removals`): a rebuild only writes the children
+there are. A root row that leaves the ``where:`` of an index with a version column is removed at
+its row's version, not at the log position: its document was written with that version.
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.documents.join import parent_prefixes
 from sparkindex.documents.source_lookup import SourceLookup, parse_key
 from sparkindex.documents.tombstones import Removal, deleted_at, is_tombstone, moved_copies, root_removals
+from sparkindex.documents.versions import external_version
 from sparkindex.errors import DocumentError, TransientError
 from sparkindex.keys import document_id, dump_key, sort_key
-from sparkindex.sources.base import Key
+from sparkindex.sources.base import Key, coerce_key
 from sparkindex.sources.change_model import Change
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.reader import TargetReader
@@ -105,7 +109,7 @@ class Applier:
         # children gone or moved go first: the rebuilds below write the copies that stay
         # (deferred relations' changes wait for their refresh, removals included)
         deferred = {id(c) for c in roots.deferred}
-        removed = removed_children(plan, [c for c in changes if id(c) not in deferred])
+        removed = removed_children(plan, consumer.fanout.source, [c for c in changes if id(c) not in deferred])
         newest = max((c.position for c in changes), default=0)
         counts.add(self._remove_children(consumer, index, removed, roots.keys, newest))
         for change in truncated:  # each one range of the index (ranges.spread_truncates), or all of it
@@ -118,13 +122,8 @@ class Applier:
                 for k in _indexed_keys(self.target, index, consumer, bounds)
             )
             counts.add(self._rebuild_chunks(consumer, index, every))
-        for change in rechecks:
-            gone = list(self._gone(consumer, index, change))
-            if gone and plan.joins:  # their children's rows went unseen too (polling sees no deletes)
-                relations = [r.name for r in plan.joins]
-                orphans = child_deletes(self.target, index, plan, relations, change.position, [k for k, _ in gone])
-                counts.add(self._write_all(consumer.alias, index, orphans))
-            counts.add(self._rebuild_chunks(consumer, index, gone))
+        for change in rechecks:  # rebuilt by key, the gone roots' children go with them (rebuild)
+            counts.add(self._rebuild_chunks(consumer, index, self._gone(consumer, index, change)))
         counts.add(self._rebuild_chunks(consumer, index, roots.keys.items()))
         return counts
 
@@ -164,11 +163,48 @@ class Applier:
         return counts
 
     def rebuild(self, consumer: Consumer, index: str, keys: dict[Key, int]) -> Counts:
-        """Rebuild the documents of *keys* (root key -> position) and write them."""
-        items, failed = self.build(consumer, keys, index)
-        counts = self._write_all(consumer.alias, index, items)
+        """Rebuild the documents of *keys* (root key -> position) and write them. With join
+        relations, the children of roots that have no document any more go first (:meth:`_orphans`)."""
+        keys = dict(keys)  # the parents of removed children join it
+        counts = self._orphans(consumer, index, keys) if consumer.fanout.plan.joins else Counts()
+        items, failed, removed = self._build(consumer, keys, index)
+        counts.add(self._write_all(consumer.alias, index, items))
         counts.failed += failed
+        self._forget(consumer, removed)
         return counts
+
+    def _orphans(self, consumer: Consumer, index: str, keys: dict[Key, int]) -> Counts:
+        """Delete the join children of the roots of *keys* whose rows are gone or no longer pass
+        the index's ``where:`` (their rebuild removes the parent only), at each root's position,
+        read back from the index with their routing; then make sure the parents their rows have
+        now are rebuilt too (:meth:`_remove_children`). Children with a version column of their
+        own cannot be deleted at a log position (:func:`child_deletes`): they are left to verify."""
+        plan = consumer.fanout.plan
+        relations = [r.name for r in plan.joins if r.version is None]
+        if not relations:
+            return Counts()
+        typed: dict[Key, int] = {}
+        for key, position in keys.items():
+            coerced = coerce_key(plan.table, plan.id_columns, tuple(key))
+            if coerced is not None and None not in coerced:
+                typed[coerced] = max(position, typed.get(coerced, -1))
+        present = SourceLookup(consumer.fanout.source, plan).existing_roots(typed)
+        by_position: dict[int, list[Key]] = {}
+        for key, position in typed.items():
+            if document_id(key) not in present:
+                by_position.setdefault(position, []).append(key)
+        counts = Counts()
+        for position, parents in sorted(by_position.items()):
+            deletes = child_deletes(self.target, index, plan, relations, position, parents)
+            counts.add(self._remove_children(consumer, index, deletes, keys, position))
+        return counts
+
+    def _forget(self, consumer: Consumer, removed: list[str]) -> None:
+        """Drop the transform cache's entries of removed root documents (an ``on_change``
+        transform keeps one per document; a row that comes back is transformed again)."""
+        transform = consumer.fanout.plan.config.transform
+        if removed and transform is not None and transform.on_change:
+            self.store.transform_cache.forget_ids(consumer.alias, removed)
 
     def build(self, consumer: Consumer, keys: dict[Key, int], index: str | None = None) -> tuple[list[BulkItem], int]:
         """The writes that bring the documents of *keys* up to date in *index*: upserts of the
@@ -176,6 +212,13 @@ class Applier:
         dead-lettered (their number is returned). Removals read the index (the routing their
         documents were written with, a soft delete's body) when the index routes or deletes
         softly; without *index* they are plain deletes."""
+        items, failed, _ = self._build(consumer, keys, index)
+        return items, failed
+
+    def _build(
+        self, consumer: Consumer, keys: dict[Key, int], index: str | None
+    ) -> tuple[list[BulkItem], int, list[str]]:
+        """:meth:`build`, and the ids of the root documents it removes."""
         docs, failures, missing = consumer.builder.by_keys(list(keys))
         positions = {document_id(k): p for k, p in keys.items()}
         items: list[BulkItem] = []
@@ -194,23 +237,50 @@ class Applier:
                     sort_key=doc.sort_key,
                 )
             )
-        config = consumer.builder.plan.config
+        plan = consumer.builder.plan
+        config = plan.config
         if index is not None and config.routing is not None:
             # a row whose routing value changed: its old copy goes first (same shard or not)
             roots = [i for i in items if i.id in positions]
             items = moved_copies(self.target, index, roots) + items
         by_id = {document_id(k): k for k in keys}
+        versions = self._filtered_versions(consumer, [by_id[d] for d in missing if d in by_id])
         gone = []
         for doc_id in missing:
             key = by_id.get(doc_id)
-            gone.append(Removal(doc_id, positions.get(doc_id, 0), None if key is None else sort_key(key)))
+            version = versions.get(doc_id, positions.get(doc_id, 0))
+            gone.append(Removal(doc_id, version, None if key is None else sort_key(key)))
         if index is None:
             items += [BulkItem(r.id, op="delete", version=r.version, sort_key=r.sort_key) for r in gone]
         else:
             items += root_removals(self.target, index, config, gone, deleted_at())
         if failures:
             self._dead_letter(consumer.alias, [(f.doc_id, f.error_class, f.reason) for f in failures])
-        return items, len(failures)
+        return items, len(failures), missing
+
+    def _filtered_versions(self, consumer: Consumer, keys: list[Key]) -> dict[str, int]:
+        """Document id -> the version a removal must carry, for the keys among *keys* whose rows
+        still exist but no longer pass the index's ``where:``, when the index has a version column:
+        their documents were written with the column's value, which a removal at a log position
+        (lower: an LSN, a binlog offset, a polled counter) would not beat, so the engine would
+        refuse it (Tantivy's ledger drop it). The row's value now is at least the one written.
+        Only the column's value is used, never a higher log position: a row coming back into the
+        filter is written with the column's value again, which must beat the removal."""
+        plan = consumer.builder.plan
+        if plan.version is None or plan.shape.where is None or not keys:
+            return {}
+        columns = list(dict.fromkeys([*plan.id_columns, plan.version]))
+        rows = consumer.fanout.source.fetch_where_in(plan.table, plan.id_columns, keys, columns, plan.id_columns)
+        at = columns.index(plan.version)
+        out: dict[str, int] = {}
+        for row in rows:  # the column's value as the builder reads it
+            doc_id = document_id(tuple(row[: len(plan.id_columns)]))
+            checked = external_version(doc_id, plan.version, row[at])
+            if isinstance(checked, DocumentError):
+                log.warning("%s: %s; removed at the log position instead", consumer.alias, checked.reason)
+            else:
+                out[doc_id] = checked
+        return out
 
     def write(self, alias: str, index: str, items: list[BulkItem]) -> Counts:
         """Write *items*, dropping those older than what the index holds (ledger targets; the

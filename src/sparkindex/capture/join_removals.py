@@ -8,7 +8,11 @@ document of its own, routed to its parent's shard. So the apply step deletes, be
 * the old copy of a child row whose key or parent changed (a moved child): its id or routing is
   no longer what the rebuild writes, and on an engine with several shards the old copy would stay
   on the old parent's shard beside the new one;
-* every child of a truncated join table, and the children of parents a key diff found gone,
+* the document of a child row that no longer passes its relation's ``where:`` (same id, same
+  parent: the rebuild simply no longer writes it), found by reading the changed rows by key
+  through the filter;
+* every child of a truncated join table, and the children of parents that have no document any
+  more (their rows gone, found by a key diff or a rebuild, or out of the index's ``where:``),
   read back from the index with their routing (the join field names each child's parent).
 
 The deletes carry the external version the child was written with: its row's version column
@@ -25,11 +29,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sparkindex.documents.join import child_id, routing_of
 from sparkindex.documents.plan import IndexPlan, RelationPlan
-from sparkindex.documents.source_lookup import parse_key
+from sparkindex.documents.source_lookup import SourceLookup, parse_key
 from sparkindex.documents.versions import external_version
 from sparkindex.errors import DocumentError, PermanentError
 from sparkindex.keys import sort_key
@@ -44,42 +49,92 @@ log = logging.getLogger(__name__)
 PAGE = 1000
 
 
-def removed_children(plan: IndexPlan, changes: Sequence[Change]) -> list[BulkItem]:
-    """Deletes of the old copies of join children that *changes* deleted or moved."""
+def removed_children(plan: IndexPlan, source: Source, changes: Sequence[Change]) -> list[BulkItem]:
+    """Deletes of the old copies of join children that *changes* deleted or moved, and of the
+    children whose rows *changes* took out of their relation's ``where:`` (:func:`_filtered_out`)."""
     by_table = {rel.table.name: rel for rel in plan.joins}
     items: list[BulkItem] = []
+    stayed: list[tuple[RelationPlan, _Child, Change]] = []
     for change in changes:
         rel = by_table.get(change.table)
-        if rel is None or change.op not in ("delete", "update") or not change.old:
+        if rel is None or change.op not in ("delete", "update"):
             continue
-        old = _identity(plan, rel, change.old)
+        new = _identity(plan, rel, change.new) if change.op == "update" and change.new is not None else None
+        old = _identity(plan, rel, change.old) if change.old else None
         if old is None:
-            continue  # the old image lacks the key or the parent (no REPLICA IDENTITY FULL)
-        if change.op == "update" and change.new is not None and _identity(plan, rel, change.new) == old:
-            continue  # same id, same parent: the parent's rebuild rewrites it in place
-        doc_id, routing = old
-        items.append(BulkItem(doc_id, op="delete", routing=routing, version=_version(rel, doc_id, change)))
-    return items
+            # the old image lacks the key or the parent (no REPLICA IDENTITY FULL; polling has
+            # none): only the row as it is now can be checked against the filter
+            if new is not None:
+                stayed.append((rel, new, change))
+            continue
+        if new is not None and new.id == old.id and new.routing == old.routing:
+            stayed.append((rel, new, change))  # same id, same parent: rewritten in place, if it still passes
+            continue
+        items.append(BulkItem(old.id, op="delete", routing=old.routing, version=_version(rel, old.id, change)))
+    return items + _filtered_out(plan, source, stayed)
 
 
-def _identity(plan: IndexPlan, rel: RelationPlan, image: dict[str, Any]) -> tuple[str, str] | None:
-    """(document id, routing) of the child whose row image is *image*."""
+def _filtered_out(
+    plan: IndexPlan, source: Source, stayed: Sequence[tuple[RelationPlan, _Child, Change]]
+) -> list[BulkItem]:
+    """Deletes of the children among *stayed* (changed rows that kept their id and parent) whose
+    rows no longer pass their relation's ``where:``: the parent's rebuild writes only the
+    children its filtered rows have, so nothing else would delete their documents. The rows are
+    read by key through the filter (:meth:`SourceLookup.parents_of`), as they are now: a row that
+    came back in later is left to the rebuild. Each delete carries the routing the newest row
+    image gives (its parent's id) and, with a version column, the row's version in that image (at
+    least the version its document was written with); otherwise the change's position."""
+    wanted: dict[str, tuple[RelationPlan, _Child, int]] = {}
+    for rel, child, change in stayed:
+        if rel.shape.where is None:
+            continue  # every row of the relation makes a child: none can leave
+        version = _version(rel, child.id, change, change.new or change.old)
+        held = wanted.get(child.id)
+        wanted[child.id] = (rel, child, version if held is None else max(held[2], version))
+    if not wanted:
+        return []
+    lookup = SourceLookup(source, plan)
+    present: set[str] = set()
+    for rel in {r.name: r for r, _, _ in wanted.values()}.values():
+        keys = [child.key for r, child, _ in wanted.values() if r.name == rel.name]
+        present |= set(lookup.parents_of(rel, keys))
+    return [
+        BulkItem(doc_id, op="delete", routing=child.routing, version=version)
+        for doc_id, (_, child, version) in wanted.items()
+        if doc_id not in present
+    ]
+
+
+@dataclass(frozen=True)
+class _Child:
+    """A join child as one row image names it: its document id, its key and its routing."""
+
+    id: str
+    key: Key
+    routing: str
+
+
+def _identity(plan: IndexPlan, rel: RelationPlan, image: dict[str, Any]) -> _Child | None:
+    """The child whose row image is *image* (None when the image lacks its key or parent)."""
     if any(c not in image for c in [*rel.id_columns, *rel.remote_key]):
         return None
     key = coerce_key(rel.table, rel.id_columns, tuple(image[c] for c in rel.id_columns))
     parent = coerce_key(plan.table, plan.id_columns, tuple(image[c] for c in rel.remote_key))
     if key is None or parent is None or None in parent:
         return None
-    return child_id(rel.name, key), routing_of(parent)
+    return _Child(child_id(rel.name, key), key, routing_of(parent))
 
 
-def _version(rel: RelationPlan, doc_id: str, change: Change) -> int:
+def _version(rel: RelationPlan, doc_id: str, change: Change, image: dict[str, Any] | None = None) -> int:
+    """The version a delete of the child *doc_id* carries: its row's version column in *image*
+    (by default the old image), or the change's position when the relation has none."""
+    image = change.old if image is None else image
     if rel.version is None:
         return change.position
-    if not change.old or rel.version not in change.old:
-        log.warning("%s: the old row image has no %r: deleted at the log position instead", doc_id, rel.version)
+    if not image or rel.version not in image:
+        log.warning("%s: the row image has no %r: deleted at the log position instead", doc_id, rel.version)
         return change.position
-    typed = coerce_key(rel.table, [rel.version], (change.old[rel.version],))
+    typed = coerce_key(rel.table, [rel.version], (image[rel.version],))
     checked = external_version(doc_id, rel.version, None if typed is None else typed[0])
     return change.position if isinstance(checked, DocumentError) else checked
 

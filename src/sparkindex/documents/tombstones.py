@@ -8,7 +8,8 @@ that removes root documents:
 * **Routing.** With ``indexes[].routing`` each document lives on the shard of its routing value.
   A delete without it goes to the shard of the id's hash and, on an engine with several shards,
   deletes nothing. The row is gone, so the value is read back from the index
-  (:meth:`~sparkindex.targets.reader.TargetReader.routings`): each copy is deleted with its own.
+  (:meth:`~sparkindex.targets.reader.TargetReader.routings`): each copy is deleted with its own
+  (:func:`delete_copies`, which the removal of join children, the re-drive and repair use too).
   The same holds when a row's routing value changes: the copy under the old value must go
   (:func:`moved_copies`), or the index holds the document twice.
 * **Soft deletes.** The document stays, as its last indexed body plus ``"_deleted": true`` and
@@ -74,25 +75,41 @@ class Removal:
 
 
 def root_removals(
-    reader: TargetReader, index: str, config: IndexConfig, removals: Sequence[Removal], when: str | None = None
+    reader: TargetReader,
+    index: str,
+    config: IndexConfig,
+    removals: Sequence[Removal],
+    when: str | None = None,
+    *,
+    stored_routing: bool = False,
 ) -> list[BulkItem]:
     """The writes that take these root documents out of *index* as *config* says: deletes (each
     copy with its routing, when the index routes) or tombstones (``deletes: soft``, stamped
-    *when*, by default now). Join children are never removed here: they are always deleted."""
+    *when*, by default now). Join children are never removed here: they are always deleted.
+    *stored_routing*: read the routings back even when *config* names no routing column (repair,
+    on a target that routes: the index may hold copies written under a routing since removed)."""
     if not removals:
         return []
     if config.deletes == "soft":
         return _soft(reader, index, removals, when or deleted_at())
-    if config.routing is None:
+    if config.routing is None and not stored_routing:
         return [BulkItem(r.id, op="delete", version=r.version, sort_key=r.sort_key) for r in removals]
-    held = reader.routings(index, [r.id for r in removals])
-    items: list[BulkItem] = []
-    for r in removals:
-        # none held: an unrouted delete, as without routing (it removes nothing, and an engine
-        # keeps its version, so a late older write of the document is refused)
-        for routing in dict.fromkeys(held.get(r.id) or [None]):
-            items.append(BulkItem(r.id, op="delete", version=r.version, routing=routing, sort_key=r.sort_key))
-    return items
+    return delete_copies(reader, index, removals)
+
+
+def delete_copies(reader: TargetReader, index: str, removals: Sequence[Removal]) -> list[BulkItem]:
+    """Deletes of every copy *index* holds of these documents, each under the routing it is
+    stored with (read back), at the removal's version. An id the index does not hold gets one
+    unrouted delete: it removes nothing, but an engine keeps its version, so a late older write
+    of the document is refused."""
+    if not removals:
+        return []
+    held = reader.routings(index, list(dict.fromkeys(r.id for r in removals)))
+    return [
+        BulkItem(r.id, op="delete", version=r.version, routing=routing, sort_key=r.sort_key)
+        for r in removals
+        for routing in dict.fromkeys(held.get(r.id) or [None])
+    ]
 
 
 def _soft(reader: TargetReader, index: str, removals: Sequence[Removal], when: str) -> list[BulkItem]:
@@ -116,10 +133,12 @@ def _soft(reader: TargetReader, index: str, removals: Sequence[Removal], when: s
 
 
 def moved_copies(reader: TargetReader, index: str, items: Sequence[BulkItem]) -> list[BulkItem]:
-    """Deletes of the copies of these (routed, root) documents that *index* holds under another
-    routing than the one they are about to be written with: a row whose routing value changed.
-    They must be written before *items*: on one shard both routings name the same document."""
-    routed = {i.id: i for i in items if i.op == "index" and i.routing is not None}
+    """Deletes of the copies of these documents that *index* holds under another routing than
+    the one they are about to be written with (None, unrouted, included): a row whose routing
+    value changed, a join child moved to another parent, an index whose routing column was
+    removed or replaced. They must be written before *items*: on one shard both routings name
+    the same document. Callers ask only where documents can be routed at all."""
+    routed = {i.id: i for i in items if i.op == "index"}
     if not routed:
         return []
     deletes: list[BulkItem] = []
@@ -134,6 +153,7 @@ def moved_copies(reader: TargetReader, index: str, items: Sequence[BulkItem]) ->
 __all__ = [
     "TOMBSTONE_HASH_PREFIX",
     "Removal",
+    "delete_copies",
     "deleted_at",
     "is_tombstone",
     "moved_copies",

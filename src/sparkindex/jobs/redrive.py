@@ -28,7 +28,7 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, make_builder
 from sparkindex.documents.planning import resolve_plans, selected_aliases
 from sparkindex.documents.source_lookup import SourceLookup
-from sparkindex.documents.tombstones import Removal, root_removals
+from sparkindex.documents.tombstones import Removal, delete_copies, moved_copies, root_removals
 from sparkindex.resources import open_source, open_store, open_target
 from sparkindex.retry import Backoff
 from sparkindex.targets.base import BulkItem
@@ -123,9 +123,16 @@ class Redrive:
         return outcome.failures
 
     def _write(self, index: str, docs: Sequence[BuiltDocument], by_id: dict[str, DeadLetter], out: _Outcome) -> None:
+        """Write the rebuilt documents; on a target that routes, each one's copies under another
+        routing go first (its row's routing value changed while it was dead-lettered, a child
+        moved to another parent), as change capture does (:func:`moved_copies`). A document
+        whose old copy could not be deleted stays dead-lettered."""
         if not docs:
             return
-        rejected = {doc_id: (cls, msg) for doc_id, cls, msg in self._retry(index, [d.bulk_item() for d in docs])}
+        items = [d.bulk_item() for d in docs]
+        if self.target.supports_routing:
+            items = moved_copies(self.target, index, items) + items
+        rejected = {doc_id: (cls, msg) for doc_id, cls, msg in self._retry(index, items)}
         for doc in docs:
             if doc.id in rejected:
                 out.failed.append((by_id[doc.id], *rejected[doc.id]))
@@ -135,18 +142,20 @@ class Redrive:
     def _delete(self, index: str, letters: Sequence[DeadLetter]) -> None:
         """Take out the documents whose rows are gone: a root document as the index's delete mode
         says (a tombstone under ``deletes: soft``), each copy under the routing it is stored
-        with; a join child under its stored routing (its parent's id)."""
+        with (read back on a target that routes, whatever the plan says now); a join child under
+        its stored routing (its parent's id). Removed root documents' transform cache entries go."""
         if not letters:
             return
-        children = [d.doc_id for d in letters if self.lookup.child_of(d.doc_id) is not None]
-        roots = [Removal(d.doc_id) for d in letters if d.doc_id not in set(children)]
-        items = root_removals(self.target, index, self.builder.plan.config, roots)
-        held = self.target.routings(index, children) if children else {}
-        for doc_id in children:
-            for routing in dict.fromkeys(held.get(doc_id) or [None]):
-                items.append(BulkItem(doc_id, op="delete", routing=routing))
+        children = {d.doc_id for d in letters if self.lookup.child_of(d.doc_id) is not None}
+        roots = [Removal(d.doc_id) for d in letters if d.doc_id not in children]
+        config = self.builder.plan.config
+        items = root_removals(self.target, index, config, roots, stored_routing=self.target.supports_routing)
+        items += delete_copies(self.target, index, [Removal(doc_id) for doc_id in sorted(children)])
         if items:
             self._retry(index, items)
+        transform = config.transform
+        if roots and transform is not None and transform.on_change:
+            self.store.transform_cache.forget_ids(self.builder.plan.alias, [r.id for r in roots])
 
     def record(self, out: _Outcome) -> None:
         """Resolve what succeeded; count one more attempt for what did not (per original job)."""

@@ -15,8 +15,10 @@ and the in-process runner both call :func:`run_range_task` with what a worker pr
 With repair, a task writes its own fixes as it goes: missing and stale documents are indexed
 from the documents it just built (the source as of this read), duplicates are deleted and then
 indexed once, extra documents removed as a sync removes them (deleted, or with ``deletes: soft``
-turned into tombstones; :mod:`sparkindex.documents.tombstones`). Deletes in an index with
-``routing`` carry the routing each copy was written with, read back from the index. Writes go
+turned into tombstones; :mod:`sparkindex.documents.tombstones`). On a target that routes,
+deletes carry the routing each copy is stored with, read back from the index whatever the plan
+says now, and a rewritten document's copies under another routing are deleted first. Removed root
+documents' transform cache entries are forgotten. Writes go
 through the bulk retry loop and count as durable when acknowledged; rejected ones are
 dead-lettered under the repair run.
 """
@@ -32,7 +34,7 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Page
 from sparkindex.documents.join import parent_prefixes
 from sparkindex.documents.source_lookup import SourceLookup
-from sparkindex.documents.tombstones import Removal, is_tombstone, moved_copies, root_removals
+from sparkindex.documents.tombstones import Removal, delete_copies, is_tombstone, moved_copies, root_removals
 from sparkindex.errors import DocumentError, WritesLost
 from sparkindex.keys import load_key
 from sparkindex.retry import Backoff, retry_transient
@@ -243,8 +245,11 @@ class RangeRepair:
         self.config = plan.config
         #: prefixes of join children's ids (routed to their parents, always deleted)
         self.children = parent_prefixes(plan.joins)
-        #: whether documents carry a routing the index must be asked for before deleting a copy
-        self.routed = self.config.routing is not None or bool(plan.joins)
+        #: whether the index may hold copies under a routing (whatever the plan says now: a routing
+        #: column removed or replaced leaves copies under the old values), asked before deleting
+        self.routed = res.target.supports_routing
+        #: whether removed root documents' transform cache entries must go (an on_change transform)
+        self.cached = self.config.transform is not None and bool(self.config.transform.on_change)
         self.index = task.index
         self.options = options
         self.marks: list[WriteMark] = []
@@ -265,9 +270,11 @@ class RangeRepair:
     def fix(self, summary: RangeSummary, duplicated: Sequence[BuiltDocument], rewrite: Sequence[BuiltDocument]) -> None:
         """Delete every copy of duplicated ids, then index them once, with the missing and stale.
 
-        Where documents are routed (``routing``, join children) each copy is deleted with the
-        routing it was written with (read back), and so is a stale document's copy under a
-        routing its row no longer has."""
+        On a target that routes, each copy is deleted with the routing it is stored with (read
+        back), and so is a rewritten document's copy under another routing than the one it is
+        written with now: its row's routing value changed, a join child moved to another parent,
+        or the index's routing column was removed or replaced (the plan no longer knows the old
+        values; the index does)."""
 
         def deleted(n: int) -> None:
             summary.deleted += n
@@ -279,12 +286,7 @@ class RangeRepair:
         if not self.routed:
             deletes = [BulkItem(d.id, op="delete", routing=d.routing) for d in duplicated]
         else:
-            held = target.routings(self.index, [d.id for d in duplicated]) if duplicated else {}
-            deletes = [
-                BulkItem(d.id, op="delete", routing=r)
-                for d in duplicated
-                for r in dict.fromkeys([*held.get(d.id, []), d.routing])
-            ]
+            deletes = delete_copies(target, self.index, [Removal(d.id) for d in duplicated])
             deletes += moved_copies(target, self.index, [d.bulk_item() for d in rewrite])
         self._write(deletes, deleted, summary)
         self._write([d.bulk_item() for d in [*duplicated, *rewrite]], indexed, summary)
@@ -308,13 +310,13 @@ class RangeRepair:
             summary.deleted += n
 
         target = self.res.target
-        kids = [i for i in ids if self.children and i.startswith(self.children)]
+        kids = [Removal(i) for i in ids if self.children and i.startswith(self.children)]
         roots = [Removal(i) for i in ids if not (self.children and i.startswith(self.children))]
-        removals = root_removals(target, self.index, self.config, roots)
-        if kids:  # join children are deleted, each copy under the parent it was written with
-            held = target.routings(self.index, kids)
-            removals += [BulkItem(i, op="delete", routing=r) for i in kids for r in dict.fromkeys(held.get(i, [None]))]
+        removals = root_removals(target, self.index, self.config, roots, stored_routing=self.routed)
+        removals += delete_copies(target, self.index, kids)  # join children: always deleted
         self._write(removals, deleted, summary)
+        if self.cached and roots:
+            self.res.store.transform_cache.forget_ids(self.alias, [r.id for r in roots])
 
 
 __all__ = ["LOOKUP_CHUNK", "REPAIR_JOB", "RangeTask", "Resources", "TaskOptions", "run_range_task"]

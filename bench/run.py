@@ -13,6 +13,10 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
 - ``shaped``: ``reindex_tantivy_shaped``, the wide shape with a ``where:`` keeping half the roots
   and two computed fields, against the same data's unshaped pipeline in the same run: source rows
   a second and the wall time ratio shaped/unshaped (``ratio_seconds``; bench/shaped.py);
+- ``transform_cache``: where an ``on_change`` transform's stored outputs are read from, µs per
+  document for pages of 1,000 ids: the store's transform cache (PostgreSQL, SQLite) against
+  reading them back from the index (Tantivy, osmem-server), ratios in the same run
+  (bench/transform_cache.py);
 - ``resume``: a full run, a SIGKILL at half way, the rerun, verify (bench/resume.py);
 - ``memory``: peak RSS per Spark Python worker at a small and a large row count (bench/memory.py);
 - ``verify``: verify on Spark against the reindex's own docs/s, the shop at ``BENCH_ROWS`` (bench/verify.py);
@@ -34,7 +38,8 @@ Sizes: ``BENCH_ROWS`` (shop and pg, default 1,000,000), ``BENCH_LARGE_ROWS`` (de
 ``BENCH_MEMORY_PARTITION`` = 10,000 rows), ``BENCH_LARGE_SOURCES`` (sqlite,postgres),
 ``BENCH_WIDE_ROWS`` (default 500,000), ``BENCH_WIDE_SOURCES`` (sqlite,postgres),
 ``BENCH_SHAPED_ROWS`` (default 500,000), ``BENCH_SHAPED_SOURCES`` (sqlite,postgres),
-``BENCH_NULL_ROWS`` (default 1,000,000) and ``BENCH_NULL_MEMORY_SMALL`` (default a quarter of it).
+``BENCH_NULL_ROWS`` (default 1,000,000), ``BENCH_NULL_MEMORY_SMALL`` (default a quarter of it) and
+``BENCH_TRANSFORM_CACHE_DOCS`` / ``_PAGE`` / ``_ROUNDS`` (20,000 / 1,000 / 5).
 ``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
 
     make bench
@@ -64,6 +69,7 @@ ALL = (
     "large",
     "wide",
     "shaped",
+    "transform_cache",
     "resume",
     "memory",
     "null",
@@ -77,6 +83,7 @@ QUICK = {
     "BENCH_LARGE_ROWS": "20000",
     "BENCH_WIDE_ROWS": "20000",
     "BENCH_SHAPED_ROWS": "20000",
+    "BENCH_TRANSFORM_CACHE_DOCS": "5000",
     "BENCH_RESUME_ROWS": "20000",
     "BENCH_MEMORY_SMALL": "10000",
     "BENCH_MEMORY_LARGE": "50000",
@@ -185,7 +192,7 @@ def main() -> None:
     rows = int(os.environ.get("BENCH_ROWS", "1000000"))
     large_rows = int(os.environ.get("BENCH_LARGE_ROWS", "500000"))
     names = selected()
-    if {"pg", "claims", "large", "wide", "shaped", "resume", "null", "sync"} & set(names):
+    if {"pg", "claims", "large", "wide", "shaped", "transform_cache", "resume", "null", "sync"} & set(names):
         services()
     from bench.large import bench_shop
     from bench.memory import bench_memory
@@ -198,6 +205,8 @@ def main() -> None:
         "large": lambda: large_lines(large_rows),
         "wide": wide_lines,  # BENCH_WIDE_ROWS, read by bench/wide.py
         "shaped": shaped_lines,  # BENCH_SHAPED_ROWS, read by bench/shaped.py
+        # BENCH_TRANSFORM_CACHE_DOCS/_PAGE/_ROUNDS, read by bench/transform_cache.py
+        "transform_cache": lambda: importlib.import_module("bench.transform_cache").main_lines(),
         "resume": lambda: [bench_resume()],
         "memory": lambda: [bench_memory()],
         "null": null_lines,

@@ -1,4 +1,5 @@
-"""``sparkindex gc``: what goes, and the two refusals (a running job, an alias's current index).
+"""``sparkindex gc``: what goes, and the two refusals (a running job, an alias's current index);
+the transform cache of aliases that are gone.
 
 On every coordination store (SQLite, PostgreSQL, MariaDB) with a real Tantivy target. Times are
 set in the store by hand (a job's clock, a resolution's), so ages need no waiting.
@@ -74,6 +75,14 @@ def verify_run(alias: str, run_id: str, age_days: float) -> VerifyRun:
     return VerifyRun(run_id, alias, None, "cli", False, "clean", **zero, started_at=when, finished_at=when)
 
 
+def cache_entries(store: CoordinationStore, alias: str, n: int, age_days: float = 0) -> None:
+    """*n* transform-cache entries of *alias*, written *age_days* ago."""
+    store.transform_cache.put(alias, [(f"doc-{i}", "h", b'{"set":{},"unset":[]}') for i in range(n)])
+    tc = store.t.transform_cache
+    with store.engine.begin() as conn:
+        conn.execute(tc.update().where(tc.c.alias == alias).values(updated_at=time.time() - age_days * DAY))
+
+
 def remaining_jobs(store: CoordinationStore) -> dict[str, tuple[JobStatus, int]]:
     return {j.id: (j.status, len(store.partition_rows.partitions(j.id))) for j in store.job_rows.jobs()}
 
@@ -133,6 +142,47 @@ def test_gc_deletes_what_is_old_and_refuses_running_jobs_and_current_indexes(
         assert [a.job_id for a in store.swap_log.attempts()] == [running], "a deleted job's swap attempts go with it"
 
 
+def test_gc_forgets_the_transform_cache_of_aliases_that_are_gone(tmp_path: Path, store_url: tuple[str, str]) -> None:
+    pipeline = pipeline_on(tmp_path, *store_url)
+    with open_store(pipeline) as store, tantivy(pipeline) as target:
+        cache_entries(store, "products", 3)  # the pipeline's alias, whose index does not exist
+        cache_entries(store, "dropped", 4, age_days=40)  # gone from the pipeline a while ago
+        cache_entries(store, "foreign", 2, age_days=40)
+        cache_entries(store, "foreign", 1)  # still written to: another pipeline's, sharing the store
+        cache_entries(store, "resumable", 2, age_days=40)
+        running = job_in(store, [J.READY, J.RUNNING], 40, alias="resumable")
+
+        preview = collect_garbage(pipeline, 30 * DAY, dry_run=True)
+        assert sorted(store.transform_cache.aliases()) == ["dropped", "foreign", "products", "resumable"]
+        report = collect_garbage(pipeline, 30 * DAY)
+        for r in (preview, report):
+            assert (r.transform_cache_deleted, r.transform_cache_aliases) == (7, ["dropped", "products"])
+            kept = {(k.what, k.name): k.reason for k in r.kept if k.what == "transform cache"}
+            assert kept == {
+                ("transform cache", "foreign"): (
+                    "not in this pipeline, but written within --older-than (another pipeline's?)"
+                ),
+                ("transform cache", "resumable"): f"job {running} may still use it",
+            }
+        assert {a: k.entries for a, k in store.transform_cache.aliases().items()} == {"foreign": 2, "resumable": 2}
+
+        # once the alias has an index, its cache is at work, however old
+        v1 = target.create_version("products", MAPPING)
+        cache_entries(store, "products", 3, age_days=40)
+        again = collect_garbage(pipeline, 30 * DAY)
+        assert (again.transform_cache_deleted, again.transform_cache_aliases) == (0, [])
+        assert store.transform_cache.aliases()["products"].entries == 3
+
+        # and while its first reindex has not created its index yet, the job's outputs stay
+        target.delete_version(v1)
+        first = job_in(store, [J.READY], 0)
+        last = collect_garbage(pipeline, 30 * DAY)
+        assert (last.transform_cache_deleted, last.transform_cache_aliases) == (0, [])
+        assert ("transform cache", "products", f"job {first} may still use it") in {
+            (k.what, k.name, k.reason) for k in last.kept
+        }
+
+
 def test_a_failed_job_a_rerun_would_resume_is_kept(tmp_path: Path) -> None:
     pipeline = pipeline_on(tmp_path, f"sqlite:///{tmp_path / 'state.db'}", "")
     with open_store(pipeline) as store:
@@ -147,12 +197,15 @@ def test_gc_cli_json_and_bad_spans(tmp_path: Path, cli: Path) -> None:
     pipeline = pipeline_on(tmp_path, f"sqlite:///{tmp_path / 'state.db'}", "")
     with open_store(pipeline) as store:
         done = job_in(store, [J.READY, J.RUNNING, J.COMPLETED], 3)
+        cache_entries(store, "dropped", 2, age_days=3)
     config = str(tmp_path / "pipeline.yaml")
     run = run_cli(cli, "gc", "-c", config, "--older-than", "2d", "--json")
     assert run.returncode == 0, run.stderr
     body = orjson.loads(run.stdout.strip().splitlines()[-1])
     assert (body["jobs_deleted"], body["job_ids"], body["partitions_deleted"]) == (1, [done], 2)
+    assert (body["transform_cache_deleted"], body["transform_cache_aliases"]) == (2, ["dropped"])
     assert "deleted 1 jobs (2 partitions)" in run.stderr
+    assert "deleted 2 transform cache entries, of dropped" in run.stderr
     for bad in ("soon", "0d", "-3d"):
         run = run_cli(cli, "gc", "-c", config, "--older-than", bad)
         assert run.returncode == 2, (bad, run.stderr)

@@ -211,3 +211,52 @@ def test_a_corrupt_cache_entry_is_a_miss(store: CoordinationStore) -> None:
     assert (again.calls, again.hits) == (1, 1)
     assert out[0] == {**products(1)[0][1], "toy_version": 1}
     assert store.transform_cache.lookup("products", ["1"])["1"][1] != b"{oops", "the entry is written again"
+
+
+def test_a_transient_error_mid_page_keeps_what_the_page_computed(
+    store: CoordinationStore, embed_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = toy_embedding.embed
+
+    def flaky(doc: dict[str, Any]) -> dict[str, Any]:
+        if doc["id"] == 6:
+            raise TransientError("embedding service unavailable")
+        return real(doc)
+
+    monkeypatch.setattr(toy_embedding, "embed", flaky)
+    first = transform("embed", store.transform_cache, on_change=["name"])
+    with pytest.raises(TransientError, match="unavailable"):
+        first.apply(products(10))
+    kept = store.transform_cache.lookup("products", [str(i) for i in range(1, 11)])
+    assert sorted(kept, key=int) == ["1", "2", "3", "4", "5"], "what was computed before the error is kept"
+
+    monkeypatch.setattr(toy_embedding, "embed", real)
+    retry = transform("embed", store.transform_cache, on_change=["name"])
+    out = retry.apply(products(10))
+    assert (retry.calls, retry.hits) == (5, 5), "the retry computes only the documents not reached"
+    assert toy_embedding.logged_calls(embed_log) == [str(i) for i in range(1, 11)]
+    assert [dumps_document(d) for d in out] == [dumps_document(real(doc)) for _, doc in products(10)]
+
+
+def test_a_failing_put_does_not_hide_the_error_that_stopped_the_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Broken:
+        def __init__(self) -> None:
+            self.puts = 0
+
+        def lookup(self, alias: str, doc_ids: Any) -> dict[str, tuple[str, bytes]]:
+            return {}
+
+        def put(self, alias: str, entries: Any) -> None:
+            self.puts += 1
+            raise OSError("store unreachable")
+
+    def flaky(doc: dict[str, Any]) -> dict[str, Any]:
+        if doc["id"] == 2:
+            raise TransientError("embedding service unavailable")
+        return {**doc, "toy_version": 1}
+
+    monkeypatch.setattr(toy_embedding, "versioned", flaky)
+    cache = Broken()
+    with pytest.raises(TransientError, match="unavailable"):
+        transform("versioned", cache, on_change=["name"]).apply(products(3))
+    assert cache.puts == 1

@@ -89,8 +89,9 @@ def redrive(
 
 def gc(pipeline: PipelineArg, *, older_than: float | str = "30d", dry_run: bool = False) -> GcResult:
     """Forget finished jobs, resolved dead letters and verify results older than *older_than*
-    (seconds, or a span: ``30d``, ``12h``, ``90m``), and index versions beyond ``keep_versions``
-    (``sparkindex gc``); *dry_run* reports the same and deletes nothing."""
+    (seconds, or a span: ``30d``, ``12h``, ``90m``), index versions beyond ``keep_versions``, and
+    the transform cache of aliases that are gone (``sparkindex gc``); *dry_run* reports the same
+    and deletes nothing."""
     from sparkindex.config.job import parse_span
     from sparkindex.jobs.gc import collect_garbage
 
@@ -110,6 +111,8 @@ def gc(pipeline: PipelineArg, *, older_than: float | str = "30d", dry_run: bool 
         r.verify_runs_deleted,
         tuple(r.versions_deleted),
         tuple(r.kept),
+        r.transform_cache_deleted,
+        tuple(r.transform_cache_aliases),
     )
 
 

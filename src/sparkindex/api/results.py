@@ -170,10 +170,14 @@ class GcResult:
     verify_runs_deleted: int
     versions_deleted: tuple[str, ...]
     kept: tuple[Kept, ...]
+    #: transform-cache entries deleted, of aliases gone from the pipeline or whose index is gone
+    transform_cache_deleted: int = 0
+    #: the aliases those entries were of (each alias's entries go whole)
+    transform_cache_aliases: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         body = asdict(self)
-        lists = {k: list(body[k]) for k in ("job_ids", "versions_deleted", "kept")}
+        lists = {k: list(body[k]) for k in ("job_ids", "versions_deleted", "kept", "transform_cache_aliases")}
         return {**body, **lists}
 
 

@@ -26,5 +26,8 @@ def print_gc(report: GcResult) -> None:
         f"{len(report.versions_deleted):,} index versions"
         + (f": {escape(', '.join(report.versions_deleted))}" if report.versions_deleted else "")
     )
+    if report.transform_cache_aliases:
+        aliases = escape(", ".join(report.transform_cache_aliases))
+        err.print(f"{verb} {report.transform_cache_deleted:,} transform cache entries, of {aliases}")
     for kept in report.kept:
         err.print(f"  kept {kept.what} {escape(kept.name)}: {escape(kept.reason)}")

@@ -13,7 +13,9 @@ One document's failure is that document's alone: an exception becomes a
 :class:`~sparkindex.errors.DocumentError` (class ``TransformError``, the exception's last
 traceback line as the reason), and so does a result that is not a dict; the other documents of
 the page go on. A :class:`~sparkindex.errors.TransientError` the function raises (an embedding
-service that is down) is not the document's fault: it propagates, and the page is retried.
+service that is down) is not the document's fault: it propagates, and the page is retried
+(under ``on_change``, what the page computed before it is cached first, so the retry does not
+compute it again).
 
 ``on_change`` (expensive transforms, such as embeddings) names the document fields the
 transform's output depends on. The transform then runs only for documents whose values of those
@@ -32,6 +34,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -40,6 +43,8 @@ import orjson
 from sparkindex.config.indexes import TransformConfig
 from sparkindex.documents.hashing import dumps_document
 from sparkindex.errors import ConfigError, DocumentError, TransientError
+
+log = logging.getLogger(__name__)
 
 #: the error class dead letters of a failing transform carry
 ERROR_CLASS = "TransformError"
@@ -104,31 +109,44 @@ class DocumentTransform:
         """The documents of one page, ``(doc_id, document)`` each, transformed, in order: each one
         the document to index or the :class:`DocumentError` it ended in. With ``on_change`` and a
         cache: one lookup for the page's ids, the function called only for the documents whose
-        inputs changed, and one put of what those calls produced."""
+        inputs changed, and one put of what those calls produced; that put happens too when the
+        page stops on an error (a :class:`TransientError`), so its retry calls the function only
+        for the documents not reached."""
         fn = self._function()
         if self.on_change is None or self.cache is None:  # without a cache: nothing to skip, nor to keep
             return [self._call(fn, doc_id, doc) for doc_id, doc in docs]
         cached = self.cache.lookup(self.alias, [doc_id for doc_id, _ in docs]) if docs else {}
         out: list[dict[str, Any] | DocumentError] = []
         fresh: dict[str, tuple[str, str, bytes]] = {}
-        for doc_id, doc in docs:
-            key = self.input_hash(doc)
-            entry = cached.get(doc_id)
-            if entry is not None and entry[0] == key:
-                applied = apply_diff(doc, entry[1])
-                if applied is not None:
-                    self.hits += 1
-                    out.append(applied)
-                    continue
-            # the function gets a copy: one that changes its argument in place would otherwise
-            # change the document the diff is taken against
-            result = self._call(fn, doc_id, copy.deepcopy(doc))
-            if isinstance(result, dict):
+        try:
+            for doc_id, doc in docs:
+                key = self.input_hash(doc)
+                entry = cached.get(doc_id)
+                if entry is not None and entry[0] == key:
+                    applied = apply_diff(doc, entry[1])
+                    if applied is not None:
+                        self.hits += 1
+                        out.append(applied)
+                        continue
+                # the function gets a copy: one that changes its argument in place would otherwise
+                # change the document the diff is taken against
+                result = self._call(fn, doc_id, copy.deepcopy(doc))
+                if isinstance(result, dict):
+                    try:
+                        fresh[doc_id] = (doc_id, key, make_diff(doc, result))
+                    except (TypeError, ValueError) as exc:  # a value JSON has no type for, or no equality
+                        result = DocumentError(doc_id, f"the transform's result cannot be encoded: {exc}", ERROR_CLASS)
+                out.append(result)
+        except Exception:
+            # a TransientError mid-page (the embedding service went down): the page is retried, and
+            # what was computed before it is kept so the retry does not pay for it again. Best
+            # effort: a failing put must not hide the error that stopped the page.
+            if fresh:
                 try:
-                    fresh[doc_id] = (doc_id, key, make_diff(doc, result))
-                except (TypeError, ValueError) as exc:  # a value JSON has no type for, or no equality
-                    result = DocumentError(doc_id, f"the transform's result cannot be encoded: {exc}", ERROR_CLASS)
-            out.append(result)
+                    self.cache.put(self.alias, list(fresh.values()))
+                except Exception:  # noqa: BLE001 - advisory: the retry recomputes what was not kept
+                    log.warning("%s: could not keep %d transform outputs of a failed page", self.where, len(fresh))
+            raise
         if fresh:
             self.cache.put(self.alias, list(fresh.values()))
         return out

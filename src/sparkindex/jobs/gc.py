@@ -1,9 +1,17 @@
-"""``sparkindex gc --older-than 30d``: forget old jobs, old resolutions, old index versions.
+"""``sparkindex gc --older-than 30d``: forget old jobs, old resolutions, old index versions, and
+the transform cache of aliases that are gone.
 
 What goes, of the pipeline's aliases only (several pipelines may share a store): jobs finished
 before the cutoff with their partitions (:mod:`coordination.retention` decides which may),
 dead-letter resolutions older than the cutoff, verify results older than it (the newest of each
 alias stays: it is what the page shows), and index versions beyond ``job.keep_versions``.
+
+The transform cache (``on_change`` outputs, :mod:`coordination.transform_cache`) is forgotten
+per alias: that of a pipeline alias whose index no longer exists (no alias, no version), and that
+of an alias the pipeline no longer has once its newest entry is older than the cutoff. The age
+test is for stores several pipelines share: an alias that is not this pipeline's may be another's,
+and one whose outputs are still being written is kept (reported, with the reason). Entries of an
+alias a running or resumable job names always stay.
 
 What never goes, and is reported as kept with the reason: a job that is running or that a rerun
 would resume, the index an alias points at, and any version an unfinished job is building or
@@ -42,6 +50,9 @@ class GcReport:
     verify_runs_deleted: int = 0
     versions_deleted: list[str] = field(default_factory=list)
     kept: list[Kept] = field(default_factory=list)
+    transform_cache_deleted: int = 0
+    #: the aliases whose transform cache went (each one whole)
+    transform_cache_aliases: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,6 +71,7 @@ def collect_garbage(
         report.dead_letters_deleted = store.dead_letters.delete_resolved_before(report.cutoff, aliases, dry_run)
         report.verify_runs_deleted = store.verify_runs.delete_before(report.cutoff, aliases, dry_run=dry_run)
         _versions(store, target, pipeline, report)
+        _transform_cache(store, target, pipeline, report)
     return report
 
 
@@ -106,6 +118,29 @@ def _versions(store: CoordinationStore, target: TargetWriter, pipeline: Pipeline
                     target.delete_version(index)
                     store.ledger.drop_versions(index)  # the version ledger's rows go with their version
                 report.versions_deleted.append(index)
+
+
+def _transform_cache(store: CoordinationStore, target: TargetWriter, pipeline: Pipeline, report: GcReport) -> None:
+    """The cache entries of aliases nothing will look them up for again (the module's docstring)."""
+    cached = store.transform_cache.aliases()
+    if not cached:
+        return
+    mine = set(selected_aliases(pipeline, None))
+    age = pipeline.job.recovery_max_age_s
+    needed = {alias: job.id for job in store.job_rows.jobs() if _needs_versions(job, age) for alias in job.aliases}
+    for alias, kept in sorted(cached.items()):
+        if alias in mine:
+            if target.alias_target(alias) is not None or target.list_versions(alias):
+                continue  # the alias's cache at work: nothing to report
+        elif kept.newest >= report.cutoff:
+            reason = "not in this pipeline, but written within --older-than (another pipeline's?)"
+            report.kept.append(Kept("transform cache", alias, reason))
+            continue
+        if alias in needed:
+            report.kept.append(Kept("transform cache", alias, f"job {needed[alias]} may still use it"))
+            continue
+        report.transform_cache_deleted += kept.entries if report.dry_run else store.transform_cache.forget(alias)
+        report.transform_cache_aliases.append(alias)
 
 
 def _needs_versions(job: JobRecord, recovery_max_age_s: float) -> bool:

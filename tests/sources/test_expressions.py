@@ -92,3 +92,18 @@ def test_sqlite_types_what_it_can_from_the_sql_not_the_data(tmp_path: Path) -> N
         assert isinstance(_type(source, "CAST(price AS REAL)"), sa.Float)
         assert isinstance(_type(source, "stock"), sa.Integer)  # a column: its declared type
         assert isinstance(_type(source, "stock + 1"), sa.Text)  # no value to read it from: text
+
+
+def test_a_window_function_is_refused_as_depending_on_other_rows(shop: tuple[str, Source]) -> None:
+    _, source = shop
+    with pytest.raises(ConfigError, match=r"computed\.f: the expression .* depends on other rows of table 'products'"):
+        _type(source, "stock - avg(stock) OVER ()")
+
+
+def test_sqlite_takes_a_cast_only_when_it_is_the_whole_expression(tmp_path: Path) -> None:
+    make_shop(tmp_path, 5, partition_size=10)
+    with open_source_url(f"sqlite:///{tmp_path / 'shop.db'}") as source:
+        # starts with a CAST and ends with AS INTEGER), but is a text concatenation
+        assert isinstance(_type(source, "CAST(name AS TEXT) || CAST(stock AS INTEGER)"), sa.Text)
+        assert isinstance(_type(source, "CAST((stock + 1) AS INTEGER)"), sa.Integer)
+        assert isinstance(_type(source, "CAST(name || ')' AS TEXT)"), sa.Text)

@@ -42,6 +42,20 @@ def check_filter(source: Source, info: TableInfo, fragment: str, where: str) -> 
         ) from None
 
 
+def _per_row(conn: sa.Connection, info: TableInfo, fragment: str, where: str) -> None:
+    """Refuse an aggregate or a window function (``x / sum(x) OVER ()``): its value depends on
+    other rows, which change capture never re-reads. Every dialect refuses both inside WHERE, so
+    the expression is prepared there; the database's refusal is the answer."""
+    try:
+        conn.execute(sa.select(sa.literal(1)).select_from(info.table).where(literal_sql(fragment).is_(None)).limit(0))
+    except DBAPIError as exc:
+        conn.rollback()
+        raise ConfigError(
+            f"{where}: the expression {fragment!r} depends on other rows of table {info.name!r} (an aggregate or a "
+            f"window function: {_database_message(exc)}); a computed field is a function of its row"
+        ) from None
+
+
 def expression_type(source: Source, info: TableInfo, fragment: str, where: str) -> sa.types.TypeEngine[Any]:
     """The type of *fragment*'s result over *info*'s rows, as the database reports it. Refuses an
     expression the database cannot evaluate, an aggregate (one row for the whole table, where a
@@ -54,6 +68,7 @@ def expression_type(source: Source, info: TableInfo, fragment: str, where: str) 
                     f"{where}: the expression {fragment!r} aggregates the rows of table {info.name!r} (it gives a "
                     "value with no row at all); a computed field is one value per row"
                 )
+            _per_row(conn, info, fragment, where)
             found, name = source.result_type(conn, info, fragment)
     except DBAPIError as exc:
         raise ConfigError(

@@ -38,7 +38,7 @@ class SqliteSource(Source):
         if bare in info.columns:
             return info.columns[bare].type, str(info.columns[bare].type)
         cast = _CAST.fullmatch(fragment)
-        if cast is not None:
+        if cast is not None and _closes_at_end(fragment, fragment.index("(")):
             declared = cast.group(1)
             return _affinity(declared), declared
         found = conn.execute(
@@ -65,3 +65,22 @@ def _affinity(declared: str) -> sa.types.TypeEngine[Any] | None:
     if any(part in name for part in ("REAL", "FLOA", "DOUB")):
         return sa.Float()
     return sa.Numeric()  # NUMERIC affinity: an integer or a real, whichever the value is
+
+
+def _closes_at_end(text: str, opening: int) -> bool:
+    """Whether the parenthesis at *opening* closes at *text*'s last one: ``CAST(a AS TEXT) ||
+    CAST(b AS INTEGER)`` also starts with a CAST and ends with ``AS <type>)``, but is no CAST."""
+    depth, quote = 0, ""
+    for i in range(opening, len(text)):
+        char = text[i]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return not text[i + 1 :].strip()
+    return False

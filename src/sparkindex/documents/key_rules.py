@@ -5,6 +5,7 @@ apply the same functions, so each refuses exactly what the others would."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -20,13 +21,14 @@ def check_version_column(table: TableInfo, column: str, where: str) -> None:
     usable = isinstance(col_type, sa.Integer | sa.DateTime | sa.Date) or integral
     if isinstance(col_type, sa.Boolean) or not usable:
         raise ConfigError(
-            f"{where}: column {column!r} of table {table.name!r} is {_type_name(col_type)}; a version must be an "
+            f"{where}: column {column!r} of table {table.name!r} is {type_name(col_type)}; a version must be an "
             "integer or a date/time column (integers are used as they are, date/times as microseconds since "
             "1970-01-01 UTC)"
         )
 
 
-def _type_name(col_type: sa.types.TypeEngine[object]) -> str:
+def type_name(col_type: sa.types.TypeEngine[Any]) -> str:
+    """A column type as SQL names it, or its class name where it cannot render without its dialect."""
     try:
         return str(col_type)
     except Exception:  # noqa: BLE001 - a dialect type that cannot render without its dialect

@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from sparkindex.config.indexes import RelationConfig
+from sparkindex.documents.key_rules import type_name
 from sparkindex.documents.mapping import Mapping
 from sparkindex.documents.plan import IndexPlan, RelationPlan
 from sparkindex.documents.shape import Shape
@@ -113,7 +114,7 @@ def _computed(prefix: str, shape: Shape, mapping: Mapping) -> list[ComputedField
         ComputedField(
             f"{prefix}{name}",
             sql,
-            _type_name(shape.computed_types.get(name, sa.Text())),
+            type_name(shape.computed_types.get(name, sa.Text())),
             _mapping_type(mapping, f"{prefix}{name}"),
         )
         for name, sql in shape.computed.items()
@@ -128,13 +129,6 @@ def _mapping_type(mapping: Mapping, path: str) -> str | None:
             return None
     found = node.get("type", "object") if isinstance(node, dict) else None
     return None if found is None else str(found)
-
-
-def _type_name(col_type: sa.types.TypeEngine[Any]) -> str:
-    try:
-        return str(col_type)
-    except Exception:  # noqa: BLE001 - a dialect type that cannot render without its dialect
-        return type(col_type).__name__
 
 
 __all__ = ["ComputedField", "DocumentShape", "describe_shape"]

@@ -192,18 +192,9 @@ def _replica_identity(conn: sa.Connection, tables: Sequence[WatchedTable]) -> li
 def _filters(pipeline: Pipeline) -> list[Check]:
     """Row filters need no old values: a change re-reads its row by key, so a row leaving a
     filter is found by the key its replica identity already logs, and its document removed."""
-    filtered = []
+    filtered = [f"indexes[{i}] ({index.table})" for i, index in enumerate(pipeline.indexes) if index.where]
     for i, index in enumerate(pipeline.indexes):
-        if index.where is not None:
-            filtered.append(f"indexes[{i}] ({index.table})")
-
-        def walk(relations: Sequence[Any], key: str) -> None:
-            for j, rel in enumerate(relations):
-                if rel.where is not None:
-                    filtered.append(f"{key}.relations[{j}] ({rel.table})")
-                walk(rel.relations, f"{key}.relations[{j}]")
-
-        walk(index.relations, f"indexes[{i}]")
+        filtered += _filtered_relations(index.relations, f"indexes[{i}]")
     if not filtered:
         return []
     return [
@@ -213,6 +204,16 @@ def _filters(pipeline: Pipeline) -> list[Check]:
             "by its key and filtered then, so a row leaving a filter loses its document on the key alone",
         )
     ]
+
+
+def _filtered_relations(relations: Sequence[Any], key: str) -> list[str]:
+    """``key.relations[j] (table)`` of every relation below *key* that has a row filter."""
+    out: list[str] = []
+    for j, rel in enumerate(relations):
+        if rel.where is not None:
+            out.append(f"{key}.relations[{j}] ({rel.table})")
+        out += _filtered_relations(rel.relations, f"{key}.relations[{j}]")
+    return out
 
 
 def _role(where: str) -> str:

@@ -7,6 +7,10 @@ One process, one Spark session, a PostgreSQL coordination store in a database of
 SQLite source and an embedded Tantivy target. After a first call has warmed every cache that is
 meant to stay (imports, Spark's Python workers and their cached store, the JVM's sockets), the
 file descriptors, threads and store connections of call 100 are those of call 1.
+
+Store connections are told apart by the process holding them: the calling process must hold none
+after a call, and each Spark Python worker holds only its one cached store (Spark may start
+another worker for a task while an idle one lives on; each is bounded, none grows).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import sqlalchemy as sa
 from sparkindex import api
 from sparkindex.config.urls import normalize_url
 from tests.e2e.shop import drop_database, fresh_database, wait_for
+from tests.support.socket_owners import command_line, port_owners
 
 CALLS = 100
 ROWS = 20
@@ -35,34 +40,58 @@ ROWS = 20
 
 @dataclass(frozen=True)
 class Held:
-    """What the process holds after one call (and, for store connections, what the server sees)."""
+    """What the process holds after one call (and, for store connections, what the server sees:
+    those of this process, and the most any one Spark Python worker holds)."""
 
     fds: int
     threads: int
     tasks: int
     store_connections: int
+    worker_store_connections: int
 
     def at_most(self, other: Held) -> bool:
-        return all(getattr(self, f.name) <= getattr(other, f.name) for f in fields(self))
+        """Nothing more held than *other* (a worker's connections are bounded on their own)."""
+        bounded = [f.name for f in fields(self) if f.name != "worker_store_connections"]
+        return all(getattr(self, name) <= getattr(other, name) for name in bounded)
 
 
 class StoreConnections:
-    """Counts the store's connections on the server: its database is the test's own, so every
-    connection to it is one that sparkindex opened (this counter's own is to another database)."""
+    """Counts the store's connections on the server by the local process holding each: its
+    database is the test's own, so every connection to it is one that sparkindex opened (this
+    counter's own is to another database)."""
 
     def __init__(self, server_url: str, database: str) -> None:
         self.database = database
         self.engine = sa.create_engine(normalize_url(server_url), poolclass=sa.pool.StaticPool)
         self.count()  # its connection is made now: it is not one of the descriptors the calls open
 
-    def count(self) -> int:
+    def by_process(self) -> dict[int | None, int]:
+        """pid -> connections it holds (None: a connection no process of this test holds)."""
         with self.engine.connect() as conn:
-            return int(
-                conn.execute(
-                    sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid()"),
-                    {"db": self.database},
-                ).scalar_one()
-            )
+            ports = conn.execute(
+                sa.text("SELECT client_port FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid()"),
+                {"db": self.database},
+            ).scalars()
+            owners = port_owners(os.getpid())
+            counted: dict[int | None, int] = {}
+            for port in ports:
+                owner = owners.get(port)
+                counted[owner] = counted.get(owner, 0) + 1
+            return counted
+
+    def count(self) -> int:
+        """This process's (a connection whose holder is gone counts here: it is still ending)."""
+        counted = self.by_process()
+        return counted.get(os.getpid(), 0) + counted.get(None, 0)
+
+    def per_worker(self) -> int:
+        """The most connections any one Spark Python worker of this process holds."""
+        counted = self.by_process()
+        workers = [n for pid, n in counted.items() if pid is not None and pid != os.getpid()]
+        for pid in counted:
+            if pid is not None and pid != os.getpid():
+                assert PYTHON_WORKER in command_line(pid), f"a store connection held by {command_line(pid)!r}"
+        return max(workers, default=0)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -103,6 +132,7 @@ def held(connections: StoreConnections) -> Held:
         threads=len(threading.enumerate()),
         tasks=len(os.listdir("/proc/self/task")),
         store_connections=connections.count(),
+        worker_store_connections=connections.per_worker(),
     )
 
 
@@ -115,6 +145,11 @@ PASSING_THREADS = 2
 #: counted (PostgreSQL ends a backend just after its client's goodbye, not before the close
 #: returns); one connection left open per call would pass this within two calls
 PASSING_CONNECTIONS = 1
+#: a Spark Python worker's cached store: the autocommit connection of its task thread's direct
+#: statements and one pooled connection for transactions
+WORKER_CONNECTIONS = 2
+#: how a Spark Python worker of this suite's sessions shows in ``ps``
+PYTHON_WORKER = "sparkindex.spark.daemon"
 
 
 @pytest.mark.slow
@@ -144,6 +179,7 @@ def test_a_hundred_reindex_calls_hold_no_more_than_the_first(
                 or now.threads > first.threads
                 or now.tasks > first.tasks + PASSING_THREADS
                 or now.store_connections > first.store_connections + PASSING_CONNECTIONS
+                or now.worker_store_connections > WORKER_CONNECTIONS
             )
             assert not grown, f"after call 1: {first}; after call {n + 1}: {now}"
         # and nothing is left for good: what was still passing is gone once it had its moment

@@ -17,6 +17,7 @@ or retunes the process (garbage collector, allocator): that is the CLI's, done e
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -277,11 +278,13 @@ def check(
     *,
     min_free_disk_bytes: int = 1 << 30,
     min_binlog_retention_s: float = 7 * 86400.0,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> CheckResult:
     """Every preflight check (``sparkindex check``), none of which changes anything for good.
 
     A pipeline that does not load, or an alias it does not define, is a FAIL check of its own
-    (``config``, ``index``), not an exception: the result has one shape whatever is wrong."""
+    (``config``, ``index``), not an exception: the result has one shape whatever is wrong.
+    *state_dir* is :func:`load`'s."""
     from sparkindex.preflight import Options, exit_code, report, run_checks
     from sparkindex.preflight.model import fail
 
@@ -289,7 +292,7 @@ def check(
         aliases=aliases, min_free_disk_bytes=min_free_disk_bytes, min_binlog_retention_s=min_binlog_retention_s
     )
     try:
-        p = load(pipeline)
+        p = load(pipeline, state_dir)
     except ConfigError as exc:
         where = "the pipeline text" if is_text(pipeline) else str(pipeline)
         checks = [fail("config", str(exc), f"correct {where} where the message says")]

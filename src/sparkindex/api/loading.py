@@ -19,14 +19,19 @@ from sparkindex.errors import ConfigError
 PipelineArg = Pipeline | str | os.PathLike[str]
 
 
-def load(pipeline: PipelineArg) -> Pipeline:
+def load(pipeline: PipelineArg, state_dir: str | os.PathLike[str] | None = None) -> Pipeline:
     """*pipeline* as a :class:`Pipeline`: text that spans lines or is one flow mapping (``{...}``)
-    is YAML (relative paths in it are taken from the working directory), anything else a path."""
+    is YAML (relative paths in it are taken from the working directory), anything else a path.
+
+    *state_dir* is where the run keeps what it writes of its own (the default store, logs);
+    default: ``SPARKINDEX_STATE_DIR``, else ``.sparkindex`` beside the pipeline file. Pass the
+    loaded pipeline to any call to keep its state there."""
+    state = None if state_dir is None else Path(state_dir)
     if isinstance(pipeline, Pipeline):
-        return pipeline
+        return pipeline.with_state_dir(state)
     if is_text(pipeline):
-        return parse_pipeline(str(pipeline), origin="<pipeline text>", base_dir=Path.cwd())
-    return load_pipeline(Path(pipeline.strip() if isinstance(pipeline, str) else pipeline))
+        return parse_pipeline(str(pipeline), origin="<pipeline text>", base_dir=Path.cwd(), state_dir=state)
+    return load_pipeline(Path(pipeline.strip() if isinstance(pipeline, str) else pipeline), state_dir=state)
 
 
 def is_text(pipeline: PipelineArg) -> bool:

@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from sparkindex import api
 from sparkindex.cli.bars import RichBars
+from sparkindex.cli.options import ConfigOpt, IndexOpt, JsonOpt, StateDirOpt
 from sparkindex.cli.render import emit_json, err, out, print_error
 from sparkindex.cli.serve import serve
 from sparkindex.config.model import Pipeline
@@ -26,10 +27,6 @@ app = typer.Typer(
 )
 dlq_app = typer.Typer(no_args_is_help=True, help="Dead letters: documents that failed permanently.")
 app.add_typer(dlq_app, name="dlq")
-
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="pipeline YAML file")]
-IndexOpt = Annotated[list[str] | None, typer.Option("--index", "-i", help="alias (repeatable); default all")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on the last line")]
 
 
 def tune_process() -> None:
@@ -59,6 +56,7 @@ def run_reindex(pipeline: Pipeline, index: list[str] | None, new: bool, as_json:
 @app.command()
 def reindex(
     config: ConfigOpt,
+    state_dir: StateDirOpt = None,
     index: IndexOpt = None,
     new: Annotated[bool, typer.Option("--new", help="abandon an unfinished job and start afresh")] = False,
     adopt: Annotated[
@@ -72,7 +70,7 @@ def reindex(
     json: JsonOpt = False,
 ) -> None:
     """Rebuild indexes into new versions on Spark, then swap the aliases (resumes unfinished jobs)."""
-    raise typer.Exit(run_reindex(api.load(config), index, new, json, adopt))
+    raise typer.Exit(run_reindex(api.load(config, state_dir), index, new, json, adopt))
 
 
 @app.command()
@@ -102,11 +100,11 @@ def demo(
 
 
 @app.command()
-def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> None:
+def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False, state_dir: StateDirOpt = None) -> None:
     """The latest job for the aliases: state, counts per entity, partition states, last verify."""
     from sparkindex.cli.status_cmd import print_status
 
-    result = api.status(api.load(config), index)
+    result = api.status(api.load(config, state_dir), index)
     if json:
         emit_json(result.report)
     else:
@@ -114,9 +112,9 @@ def status(config: ConfigOpt, index: IndexOpt = None, json: JsonOpt = False) -> 
 
 
 @app.command()
-def stop(config: ConfigOpt, index: IndexOpt = None) -> None:
+def stop(config: ConfigOpt, index: IndexOpt = None, state_dir: StateDirOpt = None) -> None:
     """Ask the running sync, or else the running job, to stop gracefully; a later `reindex` resumes the job."""
-    stopped = api.stop(api.load(config), index)
+    stopped = api.stop(api.load(config, state_dir), index)
     if stopped.kind == "sync":
         err.print(f"sync {escape(stopped.id)}: stopping")
     else:
@@ -126,6 +124,7 @@ def stop(config: ConfigOpt, index: IndexOpt = None) -> None:
 @app.command()
 def verify(
     config: ConfigOpt,
+    state_dir: StateDirOpt = None,
     index: IndexOpt = None,
     json: JsonOpt = False,
     repair: Annotated[bool, typer.Option("--repair", help="fix the drift found, then verify again")] = False,
@@ -134,7 +133,7 @@ def verify(
     from sparkindex.cli.verify_cmd import print_report
 
     call = api.repair if repair else api.verify
-    result = call(api.load(config), index, progress=RichBars())
+    result = call(api.load(config, state_dir), index, progress=RichBars())
     print_report(result.report)
     if json:
         emit_json(result.report)
@@ -147,10 +146,11 @@ def search(
     query: Annotated[str, typer.Argument(help="query string")],
     index: Annotated[str, typer.Option("--index", "-i", help="alias or index")],
     limit: int = 10,
+    state_dir: StateDirOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Search an alias."""
-    result = api.search(api.load(config), index, query, limit)
+    result = api.search(api.load(config, state_dir), index, query, limit)
     if json:
         emit_json(result.to_dict())
         return
@@ -161,6 +161,7 @@ def search(
 @dlq_app.command("list")
 def dlq_list(
     config: ConfigOpt,
+    state_dir: StateDirOpt = None,
     index: IndexOpt = None,
     json: JsonOpt = False,
     limit: int = 100,
@@ -169,7 +170,7 @@ def dlq_list(
     """Dead-lettered documents with their error and attempts."""
     from sparkindex.cli.dlq_cmd import print_letters
 
-    result = api.dead_letters(api.load(config), index, error_class=error_class, limit=limit)
+    result = api.dead_letters(api.load(config, state_dir), index, error_class=error_class, limit=limit)
     if json:
         emit_json(result.to_dict())
     else:
@@ -179,6 +180,7 @@ def dlq_list(
 @dlq_app.command("redrive")
 def dlq_redrive(
     config: ConfigOpt,
+    state_dir: StateDirOpt = None,
     alias: Annotated[list[str] | None, typer.Option("--alias", "--index", "-i", help="alias (repeatable)")] = None,
     error_class: Annotated[str | None, typer.Option("--error-class", help="only this error class")] = None,
     json: JsonOpt = False,
@@ -186,7 +188,7 @@ def dlq_redrive(
     """Rebuild dead-lettered documents from the source by key and retry them."""
     from sparkindex.cli.dlq_cmd import print_redrive
 
-    result = api.redrive(api.load(config), alias, error_class=error_class, progress=RichBars())
+    result = api.redrive(api.load(config, state_dir), alias, error_class=error_class, progress=RichBars())
     print_redrive(result)
     if json:
         emit_json(result.to_dict())
@@ -196,6 +198,7 @@ def dlq_redrive(
 @app.command()
 def gc(
     config: ConfigOpt,
+    state_dir: StateDirOpt = None,
     older_than: Annotated[str, typer.Option("--older-than", help="age of what may go: 30d, 12h, 90m")] = "30d",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="report what would go, delete nothing")] = False,
     json: JsonOpt = False,
@@ -203,7 +206,7 @@ def gc(
     """Delete finished jobs, resolved dead letters and index versions beyond keep_versions."""
     from sparkindex.cli.gc_cmd import older_than_seconds, print_gc
 
-    result = api.gc(api.load(config), older_than=older_than_seconds(older_than), dry_run=dry_run)
+    result = api.gc(api.load(config, state_dir), older_than=older_than_seconds(older_than), dry_run=dry_run)
     print_gc(result)
     if json:
         emit_json(result.to_dict())

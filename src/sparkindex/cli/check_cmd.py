@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from sparkindex import api
+from sparkindex.cli.options import StateDirOpt
 from sparkindex.cli.render import emit_json, err, out
 from sparkindex.config.job import parse_span
 
@@ -24,6 +25,7 @@ STYLE = {"OK": "green", "WARN": "yellow", "FAIL": "bold red"}
 
 def check(
     config: Annotated[Path, typer.Option("--config", "-c", help="pipeline YAML file")],
+    state_dir: StateDirOpt = None,
     index: Annotated[list[str] | None, typer.Option("--index", "-i", help="alias (repeatable); default all")] = None,
     json: Annotated[bool, typer.Option("--json", help="print one JSON object on the last line")] = False,
     min_free_disk_gb: Annotated[
@@ -42,7 +44,11 @@ def check(
         raise api.UsageError(f"--min-free-disk-gb: must not be negative, got {min_free_disk_gb}")
     # a pipeline that does not load, or an unknown --index, is one FAIL line of the same shape
     result = api.check(
-        config, index, min_free_disk_bytes=int(min_free_disk_gb * (1 << 30)), min_binlog_retention_s=retention_s
+        config,
+        index,
+        min_free_disk_bytes=int(min_free_disk_gb * (1 << 30)),
+        min_binlog_retention_s=retention_s,
+        state_dir=state_dir,
     )
     console = err if json else out
     for c, line in zip(result.checks, result.lines, strict=True):

@@ -15,6 +15,7 @@ import orjson
 import typer
 
 from sparkindex import api
+from sparkindex.cli.options import StateDirOpt
 from sparkindex.cli.render import emit_json, err, out
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 def explain(
     config: Annotated[Path, typer.Option("--config", "-c", help="pipeline YAML file")],
+    state_dir: StateDirOpt = None,
     index: Annotated[
         str | None, typer.Option("--index", "-i", help="alias to explain; default the first in the file")
     ] = None,
@@ -33,7 +35,7 @@ def explain(
     json: Annotated[bool, typer.Option("--json", help="print one JSON object on the last line")] = False,
 ) -> None:
     """Show one real document, its shape and mapping, the builder's statements, the partition plan; writes nothing."""
-    result = api.explain(api.load(config), index, doc_id=doc_id)
+    result = api.explain(api.load(config, state_dir), index, doc_id=doc_id)
     if json:
         emit_json(result.to_dict())
     else:

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from sparkindex import api
+from sparkindex.cli.options import StateDirOpt
 from sparkindex.cli.render import err
 
 
@@ -37,6 +38,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve(
     config: Annotated[Path, typer.Option("--config", "-c", help="pipeline YAML file")],
+    state_dir: StateDirOpt = None,
     host: Annotated[str, typer.Option(help="address to listen on; loopback keeps the server on this machine")] = (
         "127.0.0.1"
     ),
@@ -54,7 +56,7 @@ def serve(
     from sparkindex.server.auth import TOKEN_ENV, Guard, is_loopback, resolve_token
     from sparkindex.server.state import ServerState
 
-    pipeline = api.load(config)
+    pipeline = api.load(config, state_dir)
     token, generated = resolve_token()
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]

@@ -19,11 +19,13 @@ from rich.markup import escape
 
 from sparkindex import api
 from sparkindex.cli.bars import RichBars
+from sparkindex.cli.options import StateDirOpt
 from sparkindex.cli.render import emit_json, err
 
 
 def sync(
     config: Annotated[Path, typer.Option("--config", "-c", help="pipeline YAML file")],
+    state_dir: StateDirOpt = None,
     index: Annotated[list[str] | None, typer.Option("--index", "-i", help="alias (repeatable); default all")] = None,
     until_caught_up: Annotated[
         bool, typer.Option("--until-caught-up", help="apply what was committed by the start, then exit")
@@ -46,7 +48,7 @@ def sync(
     ] = None,
 ) -> None:
     """Apply every committed insert, update and delete to the aliases, in order per document."""
-    pipeline = api.load(config)
+    pipeline = api.load(config, state_dir)
     if drop_slot:
         dropped = api.drop_slot(pipeline, group)
         err.print(f"group {escape(dropped.group)}: " + ("slot dropped" if dropped.dropped else "no slot"))

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sparkindex.config.model import Pipeline
+from sparkindex.config.model import STATE_DIR_ENV, Pipeline
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError
 
@@ -54,8 +54,16 @@ def interpolate(node: Any, env: Mapping[str, str], origin: str, loc: tuple[int |
 
 
 def parse_pipeline(
-    text: str, *, origin: str = "<pipeline>", base_dir: Path | None = None, env: Mapping[str, str] | None = None
+    text: str,
+    *,
+    origin: str = "<pipeline>",
+    base_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    state_dir: Path | None = None,
 ) -> Pipeline:
+    """The pipeline in *text*: ``${VAR}`` taken from *env* (default: the process's environment),
+    relative paths anchored at *base_dir*, state kept in *state_dir* (default: the environment's
+    ``SPARKINDEX_STATE_DIR``, else ``.sparkindex`` in *base_dir*)."""
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -65,12 +73,15 @@ def parse_pipeline(
         raise ConfigError(f"{origin}: invalid YAML at {where}: {problem}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{origin}: expected a mapping at the top level, got {type(raw).__name__}")
-    raw = interpolate(raw, os.environ if env is None else env, origin)
+    environ = os.environ if env is None else env
+    raw = interpolate(raw, environ, origin)
     try:
         pipeline = Pipeline.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError("\n".join(_describe(err, origin) for err in exc.errors())) from None
-    return pipeline.bind(base_dir or Path.cwd(), origin)
+    if state_dir is None and environ.get(STATE_DIR_ENV):
+        state_dir = Path(environ[STATE_DIR_ENV])
+    return pipeline.bind(base_dir or Path.cwd(), origin, state_dir)
 
 
 def _describe(err: Any, origin: str) -> str:
@@ -125,7 +136,7 @@ def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
     return []
 
 
-def load_pipeline(path: str | Path, env: Mapping[str, str] | None = None) -> Pipeline:
+def load_pipeline(path: str | Path, env: Mapping[str, str] | None = None, state_dir: Path | None = None) -> Pipeline:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -133,4 +144,4 @@ def load_pipeline(path: str | Path, env: Mapping[str, str] | None = None) -> Pip
         raise ConfigError(f"{p}: pipeline file not found") from None
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read pipeline file: {exc.strerror}") from None
-    return parse_pipeline(text, origin=str(p), base_dir=p.resolve().parent, env=env)
+    return parse_pipeline(text, origin=str(p), base_dir=p.resolve().parent, env=env, state_dir=state_dir)

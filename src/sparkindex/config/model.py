@@ -22,6 +22,11 @@ from sparkindex.config.job import JobConfig, VerifyConfig
 from sparkindex.config.sync import SyncConfig
 from sparkindex.config.urls import resolve_sqlite_url, resolve_tantivy_url
 
+#: the state folder beside a pipeline file, when no other is given
+STATE_FOLDER = ".sparkindex"
+#: the environment variable that moves the state folder (as ``--state-dir`` does)
+STATE_DIR_ENV = "SPARKINDEX_STATE_DIR"
+
 
 class Pipeline(Strict):
     """A pipeline file: what to index (``indexes``) from where (``source``) into what (``target``),
@@ -41,6 +46,7 @@ class Pipeline(Strict):
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _origin: str = PrivateAttr(default="<pipeline>")
+    _state_dir: Path | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _unique_aliases(self) -> Pipeline:
@@ -61,11 +67,28 @@ class Pipeline(Strict):
     def origin(self) -> str:
         return self._origin
 
-    def bind(self, base_dir: Path, origin: str) -> Pipeline:
-        """Anchor relative paths (sqlite files, the tantivy root) to the pipeline file's folder."""
+    @property
+    def state_dir(self) -> Path:
+        """Where sparkindex writes what it keeps of its own: the default coordination store
+        (``state.db``), Spark's log (``spark.log``) and the progress server's action logs
+        (``server/``). ``.sparkindex`` beside the pipeline file unless the run was given one
+        (``--state-dir``, ``SPARKINDEX_STATE_DIR``): then the pipeline's folder is only read,
+        so it may be a read-only mount."""
+        return self._state_dir if self._state_dir is not None else self._base_dir / STATE_FOLDER
+
+    def bind(self, base_dir: Path, origin: str, state_dir: Path | None = None) -> Pipeline:
+        """Anchor relative paths (sqlite files, the tantivy root) to the pipeline file's folder,
+        and keep state in *state_dir* (default: ``.sparkindex`` in that folder)."""
         self._base_dir = base_dir
         self._origin = origin
+        self._state_dir = state_dir.resolve() if state_dir is not None else None
         return self
+
+    def with_state_dir(self, state_dir: Path | None) -> Pipeline:
+        """This pipeline keeping its state in *state_dir* (None: as it was)."""
+        if state_dir is None:
+            return self
+        return self.model_copy().bind(self._base_dir, self._origin, state_dir)
 
     def index(self, alias: str) -> IndexConfig:
         for idx in self.indexes:
@@ -79,7 +102,7 @@ class Pipeline(Strict):
     def coordination_url(self) -> str:
         if self.coordination.url:
             return resolve_sqlite_url(self.coordination.url, self._base_dir)
-        return f"sqlite:///{(self._base_dir / '.sparkindex' / 'state.db').resolve()}"
+        return f"sqlite:///{(self.state_dir / 'state.db').resolve()}"
 
     def namespace(self) -> str:
         """Whose server-side state this is (slots, offsets in a shared index): the pipeline's
@@ -108,7 +131,12 @@ class Pipeline(Strict):
 
     def to_wire(self) -> dict[str, object]:
         """What Spark tasks need to rebuild this pipeline in another process."""
-        return {"pipeline": self.model_dump(mode="json"), "base_dir": str(self._base_dir), "origin": self._origin}
+        return {
+            "pipeline": self.model_dump(mode="json"),
+            "base_dir": str(self._base_dir),
+            "origin": self._origin,
+            "state_dir": None if self._state_dir is None else str(self._state_dir),
+        }
 
     def wire_string(self) -> str:
         return orjson.dumps(self.to_wire()).decode()
@@ -116,4 +144,5 @@ class Pipeline(Strict):
     @classmethod
     def from_wire(cls, wire: dict[str, object]) -> Pipeline:
         p = cls.model_validate(wire["pipeline"])
-        return p.bind(Path(str(wire["base_dir"])), str(wire["origin"]))
+        state = wire.get("state_dir")
+        return p.bind(Path(str(wire["base_dir"])), str(wire["origin"]), None if state is None else Path(str(state)))

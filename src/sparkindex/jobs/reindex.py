@@ -226,7 +226,7 @@ class ReindexJob:
             from sparkindex.spark.session import REINDEX_CONF, build_session
 
             try:
-                log_path = self.pipeline.base_dir / ".sparkindex" / "spark.log"
+                log_path = self.pipeline.state_dir / "spark.log"
                 future.set_result(build_session(self.pipeline.spark, log_path, register=False, extra=REINDEX_CONF))
             except BaseException as exc:  # noqa: BLE001 - raised again by _spark() in the driver's thread
                 future.set_exception(exc)

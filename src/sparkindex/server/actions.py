@@ -177,8 +177,10 @@ def _strip_progress(text: str) -> str:
     return "\n".join(line.rsplit("\r", 1)[-1] for line in text.splitlines())
 
 
-def env_for_children() -> dict[str, str]:
-    """The server's environment for its commands, without the server's own token (a job has no use for it)."""
+def env_for_children(state_dir: Path) -> dict[str, str]:
+    """The server's environment for its commands, without the server's own token (a job has no
+    use for it), keeping their state where the server keeps its (``SPARKINDEX_STATE_DIR``)."""
+    from sparkindex.config.model import STATE_DIR_ENV
     from sparkindex.server.auth import TOKEN_ENV
 
-    return {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    return {**{k: v for k, v in os.environ.items() if k != TOKEN_ENV}, STATE_DIR_ENV: str(state_dir)}

@@ -49,14 +49,14 @@ class ServerState:
         except BaseException:
             store.close()
             raise
-        log_dir = pipeline.base_dir / ".sparkindex" / "server"
+        log_dir = pipeline.state_dir / "server"
         return cls(
             pipeline=pipeline,
             config_path=config_path.resolve(),
             guard=guard,
             store=store,
             views=views,
-            actions=ActionRunner(log_dir, env_for_children()),
+            actions=ActionRunner(log_dir, env_for_children(pipeline.state_dir)),
             tick_s=tick_s,
         )
 

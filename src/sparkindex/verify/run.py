@@ -94,7 +94,7 @@ def _start_spark(pipeline: Pipeline) -> Callable[[], Any]:
         from sparkindex.spark.session import REINDEX_CONF, build_session
 
         try:
-            log_path = pipeline.base_dir / ".sparkindex" / "spark.log"
+            log_path = pipeline.state_dir / "spark.log"
             future.set_result(build_session(pipeline.spark, log_path, register=False, extra=REINDEX_CONF))
         except BaseException as exc:  # noqa: BLE001 - raised again by the getter
             future.set_exception(exc)

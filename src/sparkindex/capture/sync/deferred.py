@@ -118,7 +118,7 @@ def _apply_deferred(
 def _session(pipeline: Pipeline) -> Any:
     from sparkindex.spark.session import build_session
 
-    return build_session(pipeline.spark, pipeline.base_dir / ".sparkindex" / "spark.log")
+    return build_session(pipeline.spark, pipeline.state_dir / "spark.log")
 
 
 def due(deferred_at: str | None, last_started: float | None, now: dt.datetime | None = None) -> bool:

@@ -57,7 +57,7 @@ def session_factory(pipeline: Pipeline, given: Callable[[], Any] | None) -> Call
     def build() -> Any:
         from sparkindex.spark.session import build_session
 
-        return build_session(pipeline.spark, pipeline.base_dir / ".sparkindex" / "spark.log")
+        return build_session(pipeline.spark, pipeline.state_dir / "spark.log")
 
     return build
 

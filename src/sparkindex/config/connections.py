@@ -28,7 +28,8 @@ class CoordinationConfig(Strict):
     MySQL/MariaDB); a Spark cluster needs PostgreSQL or MySQL/MariaDB."""
 
     url: str | None = Field(
-        default=None, description="default: sqlite:///.sparkindex/state.db beside the pipeline file"
+        default=None,
+        description="default: state.db in the state folder (.sparkindex beside the pipeline file, or --state-dir)",
     )
     prefix: str = Field(default="", description="lets several clusters share one store")
 

@@ -16,13 +16,13 @@ java:
 	fi
 
 $(STAMP): pyproject.toml
-	@# mysqlclient (the MySQL driver, chosen by measurement) compiles against these.
+	@# mysqlclient (the mysql extra's driver, chosen by measurement) compiles against these.
 	@if ! pkg-config --exists libmariadb 2>/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config libmariadb-dev; \
 	fi
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[all,dev]'  # every extra: the tests use them all
 	touch $(STAMP)
 
 venv: $(STAMP)

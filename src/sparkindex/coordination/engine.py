@@ -26,6 +26,7 @@ from sparkindex.config.urls import normalize_url
 from sparkindex.coordination.idle_bound import bound_idle_transactions
 from sparkindex.coordination.tables import SCHEMA_VERSION, Tables
 from sparkindex.errors import ConfigError, PermanentError, TransientError
+from sparkindex.extras import require_driver
 
 #: how long a process waits for another to finish creating or upgrading the store's schema
 SCHEMA_LOCK_WAIT_S = 300
@@ -53,6 +54,7 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
+    require_driver(url, "coordination.url", "coordination store")  # before SQLAlchemy imports it
     url = normalize_url(url)
     scheme = url.split(":", 1)[0].split("+", 1)[0]
     if scheme not in ("postgresql", "mysql"):

@@ -52,6 +52,7 @@ def open_source_url(
     if scheme in DATABASE_SCHEMES:
         return open_database(url, statement_timeout_s)
     if scheme in targets.SCHEMES:
+        targets.require_client(url, "source.url", "index to rebuild")
         return IndexSource.open(url, base_dir, options)
     raise ConfigError(
         f"source.url: unsupported source {scheme!r} in {redact_url(url)!r} (supported: "

@@ -28,4 +28,12 @@ a job), and Spark never starts inside it.
 * ``scheduled_verify``: ``verify: {every: ...}`` as ``serve`` runs it, in a subprocess. The "is it due" rule and
   the lock are :mod:`sparkindex.verify.run`'s.
 * ``static/``: the self-contained page (HTML, CSS, JavaScript).
+
+Its libraries are the ``server`` extra: importing any of its modules without them is one line naming
+``pip install 'sparkindex[server]'``.
 """
+
+from sparkindex.extras import require
+
+# what this package's modules import; uvicorn (the server extra too) is imported by the command that serves
+require("server", "the progress server (its page, API and Prometheus metrics)", ["starlette", "prometheus_client"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sparkindex.config.secrets import redact_url
 from sparkindex.config.urls import normalize_url
 from sparkindex.errors import ConfigError
+from sparkindex.extras import require_driver
 from sparkindex.sources.base import DEFAULT_STATEMENT_TIMEOUT_S, Source
 
 #: the URL schemes of the databases a source reads
@@ -23,6 +24,7 @@ def url_scheme(url: str) -> str:
 
 def open_database(url: str, statement_timeout_s: float = DEFAULT_STATEMENT_TIMEOUT_S) -> Source:
     """The database source for *url*; every query it runs is cancelled after *statement_timeout_s*."""
+    require_driver(url, "source.url", "source")  # before SQLAlchemy imports it
     url = normalize_url(url)
     scheme = url_scheme(url)
     if scheme == "sqlite":

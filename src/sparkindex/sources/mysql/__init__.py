@@ -1,4 +1,4 @@
-"""MySQL / MariaDB source dialect (PyMySQL)."""
+"""MySQL / MariaDB source dialect (mysqlclient; change capture reads the binlog with mysql-replication)."""
 
 from sparkindex.sources.mysql.source import MysqlSource
 

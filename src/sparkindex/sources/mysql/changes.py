@@ -35,14 +35,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import pymysql
 import sqlalchemy as sa
-from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from sparkindex.config.secrets import redact_url
 from sparkindex.errors import ConfigError, LogGap, PermanentError, SparkIndexError, TransientError
+from sparkindex.extras import missing_extra
 from sparkindex.sources.change_model import Batch, Change
 from sparkindex.sources.change_source import ChangeSource, Gap, Lag
 from sparkindex.sources.mysql.gtids import format_gtids, gtid_seq, parse_gtids
@@ -60,6 +57,20 @@ from sparkindex.sources.mysql.server_errors import (
 )
 from sparkindex.sources.mysql.statements import truncated_table
 
+# The mysql extra: mysql-replication, and PyMySQL for its connection. Without it this module still
+# imports (its constants are read wherever change capture is weighed); making a change source fails.
+_MISSING: ImportError | None = None
+try:
+    import pymysql
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+except ImportError as exc:
+    _MISSING = exc
+else:
+    ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
+    EVENTS = [MariadbGtidEvent, XidEvent, QueryEvent, *ROW_EVENTS]
+
 log = logging.getLogger(__name__)
 
 REQUIRED = {
@@ -68,8 +79,6 @@ REQUIRED = {
     "binlog_row_image": ("FULL", "SET GLOBAL binlog_row_image = FULL"),
     "binlog_row_metadata": ("FULL", "SET GLOBAL binlog_row_metadata = FULL"),
 }
-ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
-EVENTS = [MariadbGtidEvent, XidEvent, QueryEvent, *ROW_EVENTS]
 #: Seconds of silence after which the server sends a heartbeat (how a read knows it is at the end).
 HEARTBEAT_S = 0.2
 #: A read returns at the next transaction boundary after this long, even while others write.
@@ -85,6 +94,8 @@ class MysqlChangeSource(ChangeSource):
     exact_positions = True  # GTID sequences: nothing commits below one already read
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if _MISSING is not None:
+            raise missing_extra("mysql", "MySQL/MariaDB change capture (the binlog)", _MISSING)
         super().__init__(*args, **kwargs)
         self._stream: BinLogStreamReader | None = None
         self._at = ""

@@ -16,6 +16,7 @@ import opensearchpy
 import orjson
 
 from sparkindex.errors import ConfigError
+from sparkindex.extras import require
 from sparkindex.targets.opensearch.config import OpenSearchTargetConfig
 from sparkindex.targets.opensearch.errors import translate
 from sparkindex.targets.search_engine.api import Request, Transport
@@ -112,13 +113,10 @@ class OpenSearchTransport(Transport):
 
 def _aws_signer(c: OpenSearchTargetConfig) -> Any:
     """opensearch-py's SigV4 signer over the standard AWS credential chain."""
-    try:
-        import botocore.exceptions
-        import botocore.session
-    except ImportError:
-        raise ConfigError(
-            "target.options.aws_region: SigV4 signing needs botocore: pip install 'sparkindex[aws]'"
-        ) from None
+    require("aws", "target.options.aws_region: SigV4 signing", ["botocore.session"])
+    import botocore.exceptions
+    import botocore.session
+
     session = botocore.session.Session(profile=c.aws_profile)
     try:
         credentials = session.get_credentials()

@@ -1,9 +1,14 @@
-"""A real Spark standalone cluster on this machine: one master, N workers, from the pip package."""
+"""A real Spark standalone cluster on this machine: one master, N workers, from the pip package.
+
+With *user*, the workers (and so their executors and Python workers) run as that unprivileged
+user, in an environment of their own: they see the Spark installation (its jars), not the driver's
+interpreter or its environment; their work folder must be one that user can write."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -39,22 +44,37 @@ class StandaloneCluster:
     workers: int = 2
     master_port: int = field(default_factory=free_port)
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    #: the workers' user (None: this process's) and their SPARK_WORKER_DIR (default workdir/work)
+    user: str | None = None
+    worker_dir: Path | None = None
 
     @property
     def url(self) -> str:
         return f"spark://127.0.0.1:{self.master_port}"
 
-    def _spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, args: list[str], log: str, user: str | None = None) -> subprocess.Popen[bytes]:
         env = {
             **os.environ,
             "SPARK_HOME": str(SPARK_HOME),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
-            "SPARK_WORKER_DIR": str(self.workdir / "work"),
+            "SPARK_WORKER_DIR": str(self.worker_dir or self.workdir / "work"),
         }
+        as_user: dict[str, object] = {}
+        if user is not None:  # nothing of this process's environment: no venv on PATH, no PYSPARK_*
+            env = {key: env[key] for key in ("SPARK_HOME", "SPARK_LOCAL_IP", "SPARK_WORKER_DIR")}
+            env |= {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"}
+            if "JAVA_HOME" in os.environ:
+                env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+            as_user = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": [], "cwd": "/"}
         out = open(self.workdir / log, "wb")  # noqa: SIM115 - lives as long as the process
         return subprocess.Popen(
-            [str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=out, stderr=out, env=env, start_new_session=True
+            [str(SPARK_HOME / "bin" / "spark-class"), *args],
+            stdout=out,
+            stderr=out,
+            env=env,
+            start_new_session=True,
+            **as_user,  # type: ignore[arg-type]
         )
 
     def start(self) -> StandaloneCluster:
@@ -90,6 +110,7 @@ class StandaloneCluster:
                         str(free_port()),
                     ],
                     f"worker{i}.log",
+                    self.user,
                 )
             )
         return self

@@ -6,6 +6,12 @@ daemon, each forked worker starts with them already loaded. Selected with
 ``spark.python.daemon.module`` by the session factory. The daemon also tunes the garbage
 collector and glibc's allocator before it forks (:mod:`sparkindex.worker.collector`,
 :mod:`sparkindex.allocator`).
+
+Spark starts it as ``<workers' interpreter> -m sparkindex.spark.daemon`` in the executor's working
+folder, so it imports sparkindex from wherever that interpreter finds it: the driver's own venv on a
+machine that shares it, or an environment shipped with the job (``--archives env.tar.gz#environment``
+and ``./environment/bin/python``, docs/deploy.md). Only pyspark comes from the cluster's Spark
+(its ``pyspark.zip`` is first on the workers' ``PYTHONPATH``).
 """
 
 from __future__ import annotations

@@ -77,3 +77,11 @@ def require_driver(url: str, key: str, role: str) -> None:
     if drivername in DRIVERS:
         extra, module, name = DRIVERS[drivername]
         require(extra, f"{key}: the {name} {role} ({drivername.split('+', 1)[0]}://)", [module])
+
+
+def fix_for(exc: BaseException, otherwise: str) -> str:
+    """The fix a check suggests for *exc*: installing the extra it names when an extra is what
+    is missing, *otherwise* the check's own advice."""
+    if isinstance(exc, MissingExtra):
+        return f"pip install 'sparkindex[{exc.extra}]'"
+    return otherwise

@@ -8,6 +8,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import orjson
 import pytest
 
 from sparkindex.errors import ConfigError
@@ -159,3 +160,46 @@ def test_mysql_change_capture_imports_without_its_extra_and_refuses_to_start(mon
     assert changes.GRANTS and changes.REQUIRED
     with pytest.raises(MissingExtra, match=r"^MySQL/MariaDB change capture \(the binlog\) needs the mysql extra"):
         changes.MysqlChangeSource(None, None, [], "consumer")
+
+
+def run_blocked(tmp_path: Path, blocked: list[str], argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``sparkindex <argv>`` in a process where *blocked* modules cannot be imported."""
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}: sys.modules[name] = None\n"
+        "from sparkindex.cli.app import main\n"
+        f"sys.argv = ['sparkindex', *{argv!r}]\n"
+        "main()\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_serve_without_the_server_extra_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "pipeline.yaml").write_text(
+        "source: {url: 'sqlite:///shop.db'}\nindexes: [{alias: products, table: products}]\n", encoding="utf-8"
+    )
+    done = run_blocked(tmp_path, ["uvicorn"], ["serve", "-c", "pipeline.yaml"])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "error: sparkindex serve needs the server extra: pip install 'sparkindex[server]'"
+
+
+def test_init_of_a_database_whose_driver_is_missing_names_the_extra(tmp_path: Path) -> None:
+    done = run_blocked(tmp_path, ["MySQLdb"], ["init", "--source", "mysql://indexer@127.0.0.1:9/shop"])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: --source: the MySQL/MariaDB source (mysql://) needs the mysql extra: pip install 'sparkindex[mysql]'"
+    )
+
+
+def test_check_suggests_installing_the_missing_extra(tmp_path: Path) -> None:
+    (tmp_path / "pipeline.yaml").write_text(
+        "source: {url: 'mysql://indexer@127.0.0.1:9/shop'}\n"
+        "target: {url: 'tantivy://index'}\n"
+        "indexes: [{alias: products, table: products}]\n",
+        encoding="utf-8",
+    )
+    done = run_blocked(tmp_path, ["MySQLdb"], ["check", "-c", "pipeline.yaml", "--json"])
+    assert done.returncode == 2, done.stderr
+    report = orjson.loads(done.stdout.strip().splitlines()[-1])
+    [source] = [c for c in report["checks"] if c["name"] == "source.url"]
+    assert source["status"] == "FAIL" and source["fix"] == "pip install 'sparkindex[mysql]'", source

@@ -50,6 +50,9 @@ def serve(
     Starting, stopping, re-driving and verifying need the bearer token: SPARKINDEX_TOKEN, or one
     generated and printed at start. Reads are open from this machine.
     """
+    from sparkindex.extras import require
+
+    require("server", "sparkindex serve")
     import uvicorn
 
     from sparkindex.server.app import build_app

@@ -22,6 +22,7 @@ from sparkindex.config.urls import normalize_url
 from sparkindex.documents.key_rules import check_unique_id
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.errors import ConfigError, SparkIndexError, TransientError
+from sparkindex.extras import fix_for
 from sparkindex.preflight.model import Check, Options, fail, first_line, ok, unreachable
 from sparkindex.resources import open_source_url
 from sparkindex.sources.base import Source, TableInfo
@@ -89,7 +90,8 @@ def check_source(pipeline: Pipeline, aliases: Sequence[str], options: Options) -
             with_connect_timeout(url, options.connect_timeout_s), STATEMENT_TIMEOUT_S, base_dir=pipeline.base_dir
         )
     except ConfigError as exc:
-        return [fail("source.url", str(exc), "use a sqlite://, postgresql:// or mysql:// URL")], SourceFindings()
+        fix = fix_for(exc, "use a sqlite://, postgresql:// or mysql:// URL")
+        return [fail("source.url", str(exc), fix)], SourceFindings()
     findings = SourceFindings(source)
     if findings.sql:
         reached = _reachable(source, shown)

@@ -23,6 +23,7 @@ from sparkindex.config.secrets import redact_url
 from sparkindex.coordination.engine import make_engine
 from sparkindex.coordination.tables import SCHEMA_VERSION, Tables, make_tables
 from sparkindex.errors import ConfigError
+from sparkindex.extras import fix_for
 from sparkindex.preflight.model import Check, Options, existing_ancestor, fail, first_line, ok, unreachable, warn
 
 SERVER_FIX = "use a PostgreSQL or MySQL coordination store: coordination.url: postgresql://user@host/db"
@@ -123,7 +124,7 @@ def _server(url: str, tables: Tables, options: Options) -> list[Check]:
     try:
         engine = make_engine(url, pooled=False)
     except ConfigError as exc:
-        return [fail("store.reachable", str(exc), SERVER_FIX)]
+        return [fail("store.reachable", str(exc), fix_for(exc, SERVER_FIX))]
     except ImportError as exc:  # a driver this install lacks
         return [fail("store.reachable", f"{shown}: {exc}", "install the database driver for coordination.url")]
     try:

@@ -19,6 +19,7 @@ from typing import Any
 
 from sparkindex.config.model import Pipeline
 from sparkindex.errors import ConfigError, PermanentError, SparkIndexError, TransientError
+from sparkindex.extras import fix_for
 from sparkindex.preflight.model import Check, Options, existing_ancestor, fail, ok, warn
 from sparkindex.resources import open_target
 from sparkindex.targets.search_engine.engine import EngineInfo, UnsupportedServer, newer_than_tested
@@ -36,7 +37,7 @@ def check_target(pipeline: Pipeline, aliases: Sequence[str], options: Options) -
     try:
         target = open_target(pipeline)
     except ConfigError as exc:
-        return [fail("target.url", str(exc), "correct target.url and target.options")]
+        return [fail("target.url", str(exc), fix_for(exc, "correct target.url and target.options"))]
     if not isinstance(target, SearchEngineTarget):
         target.close()
         return []
@@ -49,7 +50,7 @@ def check_target(pipeline: Pipeline, aliases: Sequence[str], options: Options) -
         except UnsupportedServer as exc:
             return [ok("target.reachable", f"{where} answers"), fail("target.version", str(exc), _VERSION_FIX)]
         except ConfigError as exc:  # the options (credentials for signing, say): nothing was sent
-            return [fail("target.options", str(exc), "correct target.url and target.options")]
+            return [fail("target.options", str(exc), fix_for(exc, "correct target.url and target.options"))]
         except TransientError as exc:
             return [fail("target.reachable", str(exc), REACH_FIX, transient=True)]
         except PermanentError as exc:
@@ -130,7 +131,7 @@ def _tantivy(pipeline: Pipeline, options: Options) -> list[Check]:
     try:
         root = TantivyTargetConfig.from_url(pipeline.target.url, pipeline.base_dir, pipeline.target.options).root
     except ConfigError as exc:
-        return [fail("target.url", str(exc), "correct target.url and target.options")]
+        return [fail("target.url", str(exc), fix_for(exc, "correct target.url and target.options"))]
     existing = existing_ancestor(root)
     if not os.access(existing, os.W_OK | os.X_OK):
         return [

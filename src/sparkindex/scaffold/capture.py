@@ -132,11 +132,12 @@ def _server_prerequisites(pipeline: Pipeline, source: Source) -> str | None:
     slot or binlog read (the REPLICATION privilege, the wal2json plugin, a free slot, grants):
     a ``sync:`` written active there would make ``check`` and the first ``reindex`` refuse the
     file init just wrote."""
-    from sparkindex.preflight.changes_mysql import check_mysql_changes
-    from sparkindex.preflight.changes_postgres import check_postgres_changes
     from sparkindex.preflight.model import Options
 
-    probe = check_postgres_changes if source.dialect_name == "postgresql" else check_mysql_changes
+    if source.dialect_name == "postgresql":  # each check imports its own database's driver
+        from sparkindex.preflight.changes_postgres import check_postgres_changes as probe
+    else:
+        from sparkindex.preflight.changes_mysql import check_mysql_changes as probe
     failed = [c for c in probe(pipeline, source, [], Options(scope="sync")) if c.status == "FAIL"]
     return "; ".join(f"{c.detail} ({c.fix})" if c.fix else c.detail for c in failed) or None
 

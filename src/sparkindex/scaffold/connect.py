@@ -16,6 +16,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sparkindex.config.secrets import error_line, redact_url
 from sparkindex.config.urls import normalize_url
 from sparkindex.errors import ConfigError
+from sparkindex.extras import require_driver
 from sparkindex.resources import open_source_url
 from sparkindex.sources.base import Source
 from sparkindex.sources.registry import DATABASE_SCHEMES
@@ -41,6 +42,7 @@ def open_database(url: str) -> Source:
     if scheme == "sqlite":
         _require_file(parsed, shown)
     else:
+        require_driver(url, "--source", "source")
         _probe(parsed, shown)
     try:
         return open_source_url(url, STATEMENT_TIMEOUT_S)

@@ -187,6 +187,31 @@ def test_spark_submit_runs_the_command_and_exits_with_its_code(tmp_path: Path) -
     assert "none.yaml" in run.stdout + run.stderr
 
 
+@pytest.mark.slow
+def test_under_spark_submit_its_master_decides_what_the_pipeline_may_use(tmp_path: Path) -> None:
+    """spark-submit's --master, not the pipeline's default local one, is where tasks run: a SQLite
+    store, which executors on other machines cannot share, is refused for it, and the master
+    spark-submit already reached is not probed again."""
+    (tmp_path / "pipeline.yaml").write_text(
+        "source: {url: 'sqlite:///shop.db'}\nindexes: [{alias: products, table: products}]\n", encoding="utf-8"
+    )
+    env = {**submit_env(), "PYSPARK_DRIVER_PYTHON": sys.executable}
+    argv = [entry.__file__, "check", "-c", str(tmp_path / "pipeline.yaml"), "--json"]
+    run = subprocess.run(
+        [str(SPARK_SUBMIT), "--master", "spark://127.0.0.1:9", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 2, (run.stdout[-2000:], run.stderr[-2000:])
+    checks = {c["name"]: c for c in json.loads(run.stdout.strip().splitlines()[-1])["checks"]}
+    assert checks["store.cluster"]["status"] == "FAIL", checks
+    assert "spark.master is 'spark://127.0.0.1:9'" in checks["store.cluster"]["detail"], checks["store.cluster"]
+    assert checks["spark.master"]["status"] == "OK", checks["spark.master"]
+
+
 def test_run_as_a_file_the_package_folder_leaves_sys_path(tmp_path: Path) -> None:
     """Run as a file, Python puts sparkindex's own folder first on sys.path, where ``config``,
     ``keys`` or ``errors`` would shadow top-level packages of those names."""

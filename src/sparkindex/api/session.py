@@ -1,12 +1,12 @@
 """A SparkSession the caller hands in (``spark=``): borrowed for the call, handed back as it was.
 
 Why: a notebook or a scheduler's worker owns its session and its process. When sparkindex starts
-a session itself (:func:`sparkindex.spark.session.build_session`) it also sets the workers'
-interpreter in ``os.environ``, a filter on the root logger and a quieter accumulator server; on
-a borrowed one it does none of that, and sets no conf. What a job does set on a session is the
-job group of the thread that runs its Spark jobs (thread-local properties, so that a lost lock
-can cancel exactly its own jobs): those are put back when the call returns, so the caller's
-next job is not filed under sparkindex's group.
+a session itself (:func:`sparkindex.spark.session.build_session`) it also chooses the workers'
+interpreter (``PYSPARK_PYTHON`` while the context starts, put back after), a filter on the root
+logger and a quieter accumulator server; on a borrowed one it does none of that, and sets no
+conf. What a job does set on a session is the job group of the thread that runs its Spark jobs
+(thread-local properties, so that a lost lock can cancel exactly its own jobs): those are put
+back when the call returns, so the caller's next job is not filed under sparkindex's group.
 """
 
 from __future__ import annotations

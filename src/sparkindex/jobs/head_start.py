@@ -62,7 +62,9 @@ class HeadStart:
 
     @staticmethod
     def wanted(pipeline: Pipeline, session: Future[Any] | None) -> bool:
-        return session is not None and not session.done() and pipeline.spark.master.startswith("local")
+        from sparkindex.spark.session import effective_master
+
+        return session is not None and not session.done() and effective_master(pipeline.spark).startswith("local")
 
     def start(self) -> None:
         self._thread.start()

@@ -66,7 +66,9 @@ class ReindexSummary:
 
 def check_store_reachable_by_executors(pipeline: Pipeline) -> None:
     """Executors on other machines cannot share a SQLite file: refuse before any work starts."""
-    master = pipeline.spark.master
+    from sparkindex.spark.session import effective_master
+
+    master = effective_master(pipeline.spark)
     if not master.startswith("local") and pipeline.coordination_url().startswith("sqlite"):
         raise ConfigError(
             f"{pipeline.origin}: coordination.url: SQLite cannot coordinate a Spark cluster "

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sparkindex.config.model import Pipeline
 from sparkindex.preflight.model import Check, Options, fail, ok, warn
+from sparkindex.spark.session import submitted_conf
 
 SUPPORTED_JAVA = (17, 21)
 JAVA_FIX = "install Java 17 (apt-get install openjdk-17-jre-headless), or set JAVA_HOME to a Java 17 or 21"
@@ -26,6 +27,9 @@ MASTER_FIX = (
 def check_spark(pipeline: Pipeline, options: Options) -> list[Check]:
     if options.session_master is not None:  # the caller's session runs already: nothing to reach or start
         return [ok("spark.master", f"{options.session_master}: the caller's SparkSession")]
+    submitted = submitted_conf()
+    if submitted is not None and submitted.get("spark.master"):  # spark-submit started this driver: it runs
+        return [ok("spark.master", f"{submitted['spark.master']}: spark-submit's")]
     master = _master(pipeline.spark.master, options.connect_timeout_s)
     if options.scope != "check":  # a run starts the JVM moments later: no second JVM start-up before it
         return [master]

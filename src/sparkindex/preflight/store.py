@@ -25,6 +25,7 @@ from sparkindex.coordination.tables import SCHEMA_VERSION, Tables, make_tables
 from sparkindex.errors import ConfigError
 from sparkindex.extras import fix_for
 from sparkindex.preflight.model import Check, Options, existing_ancestor, fail, first_line, ok, unreachable, warn
+from sparkindex.spark.session import effective_master
 
 SERVER_FIX = "use a PostgreSQL or MySQL coordination store: coordination.url: postgresql://user@host/db"
 
@@ -32,7 +33,7 @@ SERVER_FIX = "use a PostgreSQL or MySQL coordination store: coordination.url: po
 def check_store(pipeline: Pipeline, options: Options) -> list[Check]:
     url = pipeline.coordination_url()
     checks: list[Check] = []
-    master = options.session_master or pipeline.spark.master
+    master = options.session_master or effective_master(pipeline.spark)
     sqlite = url.startswith("sqlite")
     if sqlite and not master.startswith("local"):
         checks.append(

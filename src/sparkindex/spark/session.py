@@ -163,6 +163,14 @@ def submitted_conf() -> dict[str, str] | None:
     return {str(key): str(value) for key, value in SparkConf().getAll()}  # loads the JVM's properties
 
 
+def effective_master(config: SparkConfig) -> str:
+    """Where this run's tasks go: spark-submit's master when spark-submit started this process
+    (it chose where the driver and its executors run), else the pipeline's ``spark.master``.
+    What depends on it (the SQLite store's refusal, the driver's head start) asks here."""
+    submitted = submitted_conf()
+    return (submitted or {}).get("spark.master") or config.master
+
+
 def workers_python(config: SparkConfig, submitted: dict[str, str] | None, environ: Mapping[str, str]) -> str:
     """The interpreter executors start Python with: the first that is set of the pipeline's
     ``spark.pyspark.python``, spark-submit's, ``PYSPARK_PYTHON``, and this process's own."""

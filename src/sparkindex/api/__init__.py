@@ -39,15 +39,16 @@ call raises. See :mod:`sparkindex.api.progress`; :class:`NoProgress` is a base t
 * Anything else is unexpected (a bug, or a failure in Spark itself): do not retry it blindly.
 
 **A SparkSession of your own** (``spark=``). Without it, a call that needs Spark starts one
-from the pipeline's ``spark`` section and may set up the process for it (``PYSPARK_PYTHON``, a
-root-logger filter for py4j's noise, a quieter accumulator server). With it, none of that
+from the pipeline's ``spark`` section and may set up the process for it (``PYSPARK_PYTHON`` while
+its context starts, a root-logger filter for py4j's noise, a quieter accumulator server). With it, none of that
 happens: the process's environment, its logging and the session's conf are left as they were,
 and the job group a job sets on the calling thread is put back afterwards. The pipeline's
 ``spark`` section is then not used. What the session needs:
 
 * a classic session (not Spark Connect) on PySpark 4, whose Python workers run an interpreter
-  with this sparkindex installed: set ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) before it
-  starts;
+  with this sparkindex installed: set ``PYSPARK_PYTHON`` before it starts (PySpark reads the
+  executors' interpreter from it when the context starts; under spark-submit,
+  ``--conf spark.pyspark.python`` or ``--archives`` with it, as docs/deploy.md shows);
 * executors that reach the source, the coordination store and the target; a session whose
   master is not ``local`` cannot use a SQLite store (refused, from the session's own master);
 * nothing registered: the sync registers its change stream's data source itself, per run. For
@@ -59,7 +60,9 @@ and the job group a job sets on the calling thread is put back afterwards. The p
 
 **The process.** No call installs a signal handler or retunes the process (the garbage
 collector's thresholds, the allocator): the CLI does that for itself, explicitly. To stop a sync
-that streams until stopped (``until_caught_up=False``), pass a :class:`StopToken` and set it.
+that streams until stopped (``until_caught_up=False``), pass a :class:`StopToken` and set it;
+to read its health from another thread while it runs (what ``sync --metrics-port`` serves), pass
+a :class:`SyncMonitor` and call its ``health()`` (a frozen :class:`SyncHealth`).
 """
 
 from sparkindex.api.admin import apply_deferred, dead_letters, drop_slot, gc, init, redrive, search, stop
@@ -93,6 +96,7 @@ from sparkindex.api.results import (
     SyncResult,
     VerifyResult,
 )
+from sparkindex.api.sync_monitor import SyncHealth, SyncMonitor
 from sparkindex.errors import (
     ConfigError,
     LockHeld,
@@ -129,6 +133,8 @@ __all__ = [
     "StatusResult",
     "StopResult",
     "StopToken",
+    "SyncHealth",
+    "SyncMonitor",
     "SyncResult",
     "Tally",
     "TransientError",

@@ -28,6 +28,7 @@ from sparkindex.api.loading import preflight as _preflight
 from sparkindex.api.progress import Progress, Tally, watching
 from sparkindex.api.results import CheckResult, Outcome, ReindexResult, StatusResult, SyncResult, VerifyResult
 from sparkindex.api.session import borrowed
+from sparkindex.api.sync_monitor import SyncMonitor
 from sparkindex.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -118,10 +119,13 @@ def sync(
     on_gap: Literal["reconcile", "fail"] | None = None,
     stop: StopToken | None = None,
     preflight: bool = True,
+    monitor: SyncMonitor | None = None,
 ) -> SyncResult:
     """Apply what changed in the source (``sparkindex sync``). By default what was committed by
     the start, then return; ``until_caught_up=False`` streams until *stop* is set (or, without
-    one, until the process ends). Progress: one tally per acknowledged batch, counting changes."""
+    one, until the process ends). Progress: one tally per acknowledged batch, counting changes.
+    *monitor*: a :class:`~sparkindex.api.SyncMonitor` that reports the run's health to other threads
+    while it runs (``sync --metrics-port`` serves it)."""
     from sparkindex.capture.sync.run import SyncRun
 
     if on_gap not in (None, "reconcile", "fail"):
@@ -151,9 +155,13 @@ def sync(
             run.on_ack = acknowledged
             if stop is not None:
                 stop._attach(run.stop)
+            if monitor is not None:
+                monitor._attach(run.group, run.health)
             try:
                 s = run.run()
             finally:
+                if monitor is not None:
+                    monitor._detach()
                 if stop is not None:
                     stop._detach(run.stop)
         return watch.done(

@@ -12,13 +12,18 @@ Data Prepper's.
 Bulk latency (as the partition workers timed their requests, over recent jobs) and Data Prepper's
 partition_not_found / partition_update error counts come from the store too: the workers record
 them on their partitions and jobs.
+
+Two collectors share the families: :class:`StoreCollector` is ``serve``'s (every family), and
+:class:`GroupCollector` is a sync process's (``sync --metrics-port``: the store's up gauge and the
+change-capture families of its own consumer group, under the same names, built by the same
+:func:`sync_families`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -26,7 +31,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 
 from sparkindex.coordination.states import JobStatus, PartitionStatus
-from sparkindex.coordination.views import DURATION_BUCKETS, MetricsSnapshot
+from sparkindex.coordination.sync_events import SyncEvent
+from sparkindex.coordination.views import DURATION_BUCKETS, MetricsSnapshot, SyncConsumer
 from sparkindex.server.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -37,25 +43,31 @@ def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, value=value)
 
 
+def coordination_up(answered: bool) -> GaugeMetricFamily:
+    up = GaugeMetricFamily("sparkindex_coordination_up", "1 when the coordination store answered this scrape")
+    up.add_metric([], 1 if answered else 0)
+    return up
+
+
 class StoreCollector(Collector):
+    """``serve``'s collector: every family, from the whole store."""
+
     def __init__(self, state: ServerState) -> None:
         self.state = state
 
     def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily("sparkindex_coordination_up", "1 when the coordination store answered this scrape")
         try:
             snap = self.state.views.metrics()
         except SQLAlchemyError as exc:
             log.warning("metrics: the coordination store did not answer: %s", type(exc).__name__)
-            up.add_metric([], 0)
-            yield up
+            yield coordination_up(False)
             return
-        up.add_metric([], 1)
-        yield up
+        yield coordination_up(True)
         yield from self._jobs_and_partitions(snap)
         yield from self._documents(snap)
         yield from self._live_jobs(snap)
-        yield from self._sync_and_verify()
+        yield from sync_families(self.state.sync_consumers(), self.state.sync_events())
+        yield from self._verify()
 
     def _jobs_and_partitions(self, snap: MetricsSnapshot) -> Iterator[Metric]:
         jobs = GaugeMetricFamily("sparkindex_jobs", "jobs in the store by state", labels=["status"])
@@ -152,51 +164,7 @@ class StoreCollector(Collector):
         yield records
         yield speed
 
-    def _sync_and_verify(self) -> Iterator[Metric]:
-        lag = GaugeMetricFamily(
-            "sparkindex_sync_lag_seconds",
-            "change capture: how far a consumer group is behind",
-            labels=["group", "alias"],
-        )
-        # lag_s is what the sync last wrote; a sync that died stops writing: the age tells.
-        age = GaugeMetricFamily(
-            "sparkindex_sync_offset_age_seconds",
-            "change capture: since a consumer group last saved",
-            labels=["group", "alias"],
-        )
-        applied = CounterMetricFamily(
-            "sparkindex_sync_documents_applied", "change capture: documents written", labels=["group", "alias"]
-        )
-        deleted = CounterMetricFamily(
-            "sparkindex_sync_documents_deleted", "change capture: documents deleted", labels=["group", "alias"]
-        )
-        retained = GaugeMetricFamily(
-            "sparkindex_sync_retained_bytes",
-            "change capture: log the source retains for a consumer group (a PostgreSQL slot's WAL)",
-            labels=["group", "alias"],
-        )
-        now = time.time()
-        for c in self.state.sync_consumers():
-            labels = [c.group, c.alias or ""]
-            if c.lag_s is not None:
-                lag.add_metric(labels, c.lag_s)
-            if c.updated_at is not None:
-                age.add_metric(labels, max(0.0, now - c.updated_at))
-            if c.applied is not None:
-                applied.add_metric(labels, c.applied)
-            if c.deleted is not None:
-                deleted.add_metric(labels, c.deleted)
-            if c.retained_bytes is not None:
-                retained.add_metric(labels, c.retained_bytes)
-        yield from (lag, age, applied, deleted, retained)
-        errors = CounterMetricFamily(
-            "sparkindex_sync_errors",
-            "change capture: errors and gaps by kind (source, apply, restart, gap, permanent)",
-            labels=["group", "kind"],
-        )
-        for event in self.state.sync_events():
-            errors.add_metric([event.group, event.kind], event.count)
-        yield errors
+    def _verify(self) -> Iterator[Metric]:
         drift = GaugeMetricFamily(
             "sparkindex_verify_drift", "documents out of step at the alias's last verify", labels=["alias", "kind"]
         )
@@ -212,6 +180,76 @@ class StoreCollector(Collector):
                 when.add_metric([alias], run["finished_at"])
         yield drift
         yield when
+
+
+class GroupCollector(Collector):
+    """A sync process's collector (``sync --metrics-port``): the store's up gauge and the
+    change-capture families of its own consumer group, named as ``serve`` names them. The jobs,
+    partitions and verify families are ``serve``'s alone: a sync process reports what it does."""
+
+    def __init__(self, state: ServerState, group: str) -> None:
+        self.state = state
+        self.group = group
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            events = self.state.store.sync_events.events(self.group)  # also what tells the store answered
+            consumers = [c for c in self.state.sync_consumers() if c.group == self.group]
+        except SQLAlchemyError as exc:
+            log.warning("metrics: the coordination store did not answer: %s", type(exc).__name__)
+            yield coordination_up(False)
+            return
+        yield coordination_up(True)
+        yield from sync_families(consumers, events)
+
+
+def sync_families(consumers: Iterable[SyncConsumer], events: Iterable[SyncEvent]) -> Iterator[Metric]:
+    """The change-capture families of *consumers* (a group's position on an alias) and *events*
+    (the errors and gaps the syncs counted, per group and kind)."""
+    lag = GaugeMetricFamily(
+        "sparkindex_sync_lag_seconds",
+        "change capture: how far a consumer group is behind",
+        labels=["group", "alias"],
+    )
+    # lag_s is what the sync last wrote; a sync that died stops writing: the age tells.
+    age = GaugeMetricFamily(
+        "sparkindex_sync_offset_age_seconds",
+        "change capture: since a consumer group last saved",
+        labels=["group", "alias"],
+    )
+    applied = CounterMetricFamily(
+        "sparkindex_sync_documents_applied", "change capture: documents written", labels=["group", "alias"]
+    )
+    deleted = CounterMetricFamily(
+        "sparkindex_sync_documents_deleted", "change capture: documents deleted", labels=["group", "alias"]
+    )
+    retained = GaugeMetricFamily(
+        "sparkindex_sync_retained_bytes",
+        "change capture: log the source retains for a consumer group (a PostgreSQL slot's WAL)",
+        labels=["group", "alias"],
+    )
+    now = time.time()
+    for c in consumers:
+        labels = [c.group, c.alias or ""]
+        if c.lag_s is not None:
+            lag.add_metric(labels, c.lag_s)
+        if c.updated_at is not None:
+            age.add_metric(labels, max(0.0, now - c.updated_at))
+        if c.applied is not None:
+            applied.add_metric(labels, c.applied)
+        if c.deleted is not None:
+            deleted.add_metric(labels, c.deleted)
+        if c.retained_bytes is not None:
+            retained.add_metric(labels, c.retained_bytes)
+    yield from (lag, age, applied, deleted, retained)
+    errors = CounterMetricFamily(
+        "sparkindex_sync_errors",
+        "change capture: errors and gaps by kind (source, apply, restart, gap, permanent)",
+        labels=["group", "kind"],
+    )
+    for event in events:
+        errors.add_metric([event.group, event.kind], event.count)
+    yield errors
 
 
 def registry_for(state: ServerState) -> CollectorRegistry:

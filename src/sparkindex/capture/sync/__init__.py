@@ -18,6 +18,8 @@ object handed what it needs, none reaching into another:
   shown on the terminal.
 * ``hand_over``: ``HoldResponder``: the live sync's side of a reindex's hold. It answers with the position it
   applied, pauses, and continues from the offsets the reindex leaves.
+* ``health``: ``StreamHealth``: whether a live run keeps its aliases current (starting, held, reconciling,
+  stalled, ...), read from another thread by ``sync --metrics-port``'s ``/healthz`` and ``/livez``.
 * ``run``: ``SyncRun``: the live sync: the lock per consumer group and source database, the presence it
   announces, the holds it answers, the daily deferred refresh.
 * ``deferred``: deferred relations applied as one partitioned Spark job (``sync --apply-deferred`` or

@@ -64,6 +64,7 @@ class EventWatcher:
             seen = self._seen.setdefault(kind, event.count)
             if event.count > seen:
                 fresh = True
+                self.state.reader_error_at = time.monotonic()
                 self._seen[kind] = event.count
                 log.warning("change capture (%s, %d so far): %s", kind, event.count, event.message)
         if fresh and self.bounded and time.monotonic() - self.state.last_progress > BOUNDED_WINDOW_S:

@@ -162,12 +162,16 @@ class GapHealer:
             error = refusal(feed.pipeline, feed.group, gaps)
             self._gaps_ended(recorded, "refused", detail=str(error))
             raise error
+        self.state.reconciling.set()  # the run's health says so (a scrape of sync --metrics-port)
         try:
             self._reconcile(gaps, recorded)
         except BaseException as exc:
             # a log gone backwards is refused; anything else leaves the gap for the next start
             self._gaps_ended(recorded, "refused" if isinstance(exc, LogGap) else "failed", detail=error_line(exc))
             raise
+        finally:
+            self.state.reconciling.clear()
+        self.state.advanced()  # the stream continues from P: its stall clock starts there
         return True
 
     def _gaps_found(self, gaps: Sequence[AliasGap]) -> dict[str, str]:

@@ -37,10 +37,14 @@ class HoldResponder:
         feed = self.feed
         holds = feed.store.sync_holds.holds(feed.aliases)
         if not holds:
+            if self.state.held.is_set():  # released: the stream continues from the offsets handed over
+                self.state.held.clear()
+                self.state.advanced()
             if self._was_held:  # a hand-over just ended: the alias may point at a version of another plan
                 self._was_held = not self._after_hand_over()
             return False  # the common case, polled often: no offsets read
         self._was_held = True
+        self.state.held.set()  # waiting is not stalling (the run's health)
         saved = feed.positions.offsets(feed.group)
         for alias, hold in holds.items():
             if hold.paused_by != self.holder:

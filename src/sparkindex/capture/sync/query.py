@@ -151,9 +151,12 @@ class ChangeStream:
             .start()
         )
         state.streaming.set()
+        state.query_running.set()
         try:
             return self._watch(query)
         finally:
+            state.query_running.clear()
+            state.saw_trigger(False)
             try:
                 query.stop()
             except Exception as exc:  # noqa: BLE001 - stopping a query that already failed
@@ -166,6 +169,7 @@ class ChangeStream:
         while not state.stop_requested.is_set():
             if query.awaitTermination(0.2) or state.sink_failure is not None:
                 break
+            self._look_at_trigger(query)
             self.idle()
             if state.error is not None:
                 break
@@ -188,6 +192,16 @@ class ChangeStream:
             return state.sink_failure
         exc = query.exception() if state.error is None else None
         return None if exc is None else brief(exc)[:1000]
+
+    def _look_at_trigger(self, query: Any) -> None:
+        """Note whether the query's trigger is active: one that stays active while no batch runs
+        is a reader that does not answer (what the run's health looks at, :mod:`.health`)."""
+        try:
+            active = bool(query.status.get("isTriggerActive"))
+        except Exception as exc:  # noqa: BLE001 - a query that just ended: the loop finds out itself
+            log.debug("reading the query's status: %s", exc)
+            return
+        self.state.saw_trigger(active)
 
     # -- when a bounded run is done ----------------------------------------------------------------
     def _nothing_to_stream(self) -> bool:

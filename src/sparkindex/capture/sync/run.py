@@ -32,6 +32,7 @@ from sparkindex.capture.sync.events import EventWatcher
 from sparkindex.capture.sync.feed import Feed, open_feed
 from sparkindex.capture.sync.gaps import GapHealer
 from sparkindex.capture.sync.hand_over import HoldResponder
+from sparkindex.capture.sync.health import StreamHealth, SyncHealth
 from sparkindex.capture.sync.query import ChangeStream
 from sparkindex.capture.sync.sink import BatchSink
 from sparkindex.capture.sync.state import RunState
@@ -92,6 +93,7 @@ class SyncRun:
         #: the CLI's process stops cleanly on SIGTERM, so `sparkindex stop` may send it one
         self.holder = holder_name(self.run_id) + (STOPS_ON_SIGTERM if stops_on_sigterm else "")
         self.state = RunState(SyncSummary(0, 0, 0, 0.0, group=self.group))
+        self._health = StreamHealth(self.state, self.group)
         self.feed: Feed | None = None
         self._keeper: LockKeeper | None = None
         self._announced = 0.0
@@ -127,6 +129,10 @@ class SyncRun:
     def stop(self) -> None:
         """Stop after the batch in flight (it is acknowledged if it completes)."""
         self.state.stop_requested.set()
+
+    def health(self, stall_after_s: float) -> SyncHealth:
+        """Whether the run keeps its aliases current (:mod:`.health`); from any thread."""
+        return self._health.check(stall_after_s)
 
     # -- setup -------------------------------------------------------------------------------------
     def prepare(self) -> Feed:
@@ -183,11 +189,16 @@ class SyncRun:
         failure (exit 3: a rerun resumes from the acknowledged offsets), said in one line."""
         try:
             with self.prepare() as feed:
-                return self._run(feed)
+                self._health.bind(feed)
+                try:
+                    return self._run(feed)
+                finally:
+                    self._health.end()  # before the feed closes: no look at the log after this
         except DBAPIError as exc:
             stopped = "a database did not answer, so the sync stopped (rerun to resume)"
             raise TransientError(f"{stopped}: {brief(exc)}") from exc
         finally:
+            self._health.end()
             self.feed = None
 
     def _run(self, feed: Feed) -> SyncSummary:

@@ -132,7 +132,7 @@ class BatchSink:
         totals.batches += 1
         totals.position = position
         state.acked = offset
-        state.last_progress = time.monotonic()
+        state.advanced()
         if state.on_ack is not None:
             state.on_ack(position)
         # the log may let go of what every alias of the pipeline in the group has applied

@@ -3,7 +3,9 @@ acknowledged last, and the running totals.
 
 The stream, its sink, the gap healer and the event watcher are separate objects; each is handed
 this one record instead of reaching into another's attributes. Spark's foreachBatch calls the
-sink on a thread of its own, so the flags that cross threads are events.
+sink on a thread of its own, so the flags that cross threads are events. The run's health
+(:mod:`.health`) is read from yet another thread (a scrape of ``sync --metrics-port``): it only
+reads this record.
 """
 
 from __future__ import annotations
@@ -24,8 +26,14 @@ class RunState:
     stop_requested: threading.Event = field(default_factory=threading.Event)
     #: set once a streaming query runs
     streaming: threading.Event = field(default_factory=threading.Event)
+    #: set while a streaming query runs (cleared between a failed query and the next)
+    query_running: threading.Event = field(default_factory=threading.Event)
     #: set while the sink applies a batch (a hold, or the end of a bounded run, waits for it)
     batch_running: threading.Event = field(default_factory=threading.Event)
+    #: set while a gap in the log is reconciled (verify and repair on Spark)
+    reconciling: threading.Event = field(default_factory=threading.Event)
+    #: set while a reindex holds one of the run's aliases for its hand-over (the run waits)
+    held: threading.Event = field(default_factory=threading.Event)
     #: what ends the run with an error once the stream is down
     error: BaseException | None = None
     #: why the sink gave the current query up (the store out of reach): the query is ended and
@@ -39,10 +47,27 @@ class RunState:
     caught_up: bool = False
     #: the commit time of the last change acknowledged, for the lag reported
     last_ts: float = 0.0
-    #: when the last batch was acknowledged (a bounded run gives up after a window without progress)
+    #: when the stream last advanced: a batch acknowledged, a gap reconciled, a hand-over ended
+    #: (a bounded run gives up after a window without progress; the health's stall clock)
     last_progress: float = field(default_factory=time.monotonic)
+    #: since when the query's trigger has been active without a break, as the driver last saw it
+    #: (None: not active); a reader that does not answer keeps it active
+    trigger_active_since: float | None = None
+    #: when the driver last saw a new error counted by the log reader or the apply tasks
+    reader_error_at: float = 0.0
     #: called with the position after every acknowledged batch (the benchmark's clock)
     on_ack: Callable[[int], None] | None = None
+
+    def advanced(self) -> None:
+        """The stream moved on (or was handed a position to continue from): the stall clock restarts."""
+        self.last_progress = time.monotonic()
+
+    def saw_trigger(self, active: bool) -> None:
+        """What the driver saw of the query's trigger at one look (the health's view of the reader)."""
+        if not active:
+            self.trigger_active_since = None
+        elif self.trigger_active_since is None:
+            self.trigger_active_since = time.monotonic()
 
     def fail(self, error: BaseException) -> None:
         """End the run with *error* after the batch in flight."""

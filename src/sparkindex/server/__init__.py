@@ -19,7 +19,10 @@ a job), and Spark never starts inside it.
 * ``ws``: ``/ws``. One store reader every 2 s for all clients: live jobs, sync lag, last verifies, gaps, and the
   detail of a watched job.
 * ``progress``: a job's progress with docs/s and ETA, from the server's own samples (the store holds counts only).
-* ``metrics``: ``/metrics``, a Prometheus collector reading the store at scrape time.
+* ``metrics``: ``/metrics``, a Prometheus collector reading the store at scrape time; the sync families are
+  shared with ``sync_endpoint``.
+* ``sync_endpoint``: ``sync --metrics-port``: ``/metrics``, ``/healthz`` and ``/livez`` served from the sync's own
+  process (a small WSGI server on a thread, closed with the sync).
 * ``checks``: ``GET /api/check``, the preflight without its writing probes. The result is cached for a minute and
   shared by callers that arrive while it runs.
 * ``sync_gaps``: ``GET /api/sync/gaps``: each gap a sync found (``si_sync_gap``), why, and how it ended, beside the

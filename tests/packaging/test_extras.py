@@ -22,6 +22,18 @@ def block(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
         monkeypatch.setitem(sys.modules, module, None)
 
 
+def run_blocked(tmp_path: Path, blocked: list[str], argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``sparkindex <argv>`` in a process where *blocked* modules cannot be imported."""
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}: sys.modules[name] = None\n"
+        "from sparkindex.cli.app import main\n"
+        f"sys.argv = ['sparkindex', *{argv!r}]\n"
+        "main()\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
 def test_require_imports_the_extra_or_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
     require("postgres", "anything")  # installed (make test installs every extra): nothing happens
     block(monkeypatch, "MySQLdb")
@@ -120,13 +132,7 @@ def test_the_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
         "indexes: [{alias: products, table: products}]\n",
         encoding="utf-8",
     )
-    code = (
-        "import sys; sys.modules['MySQLdb'] = None\n"
-        "from sparkindex.cli.app import main\n"
-        "sys.argv = ['sparkindex', 'explain', '-c', 'pipeline.yaml']\n"
-        "main()\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = run_blocked(tmp_path, ["MySQLdb"], ["explain", "-c", "pipeline.yaml"])
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
         "error: source.url: the MySQL/MariaDB source (mysql://) needs the mysql extra: pip install 'sparkindex[mysql]'"
@@ -160,18 +166,6 @@ def test_mysql_change_capture_imports_without_its_extra_and_refuses_to_start(mon
     assert changes.GRANTS and changes.REQUIRED
     with pytest.raises(MissingExtra, match=r"^MySQL/MariaDB change capture \(the binlog\) needs the mysql extra"):
         changes.MysqlChangeSource(None, None, [], "consumer")
-
-
-def run_blocked(tmp_path: Path, blocked: list[str], argv: list[str]) -> subprocess.CompletedProcess[str]:
-    """``sparkindex <argv>`` in a process where *blocked* modules cannot be imported."""
-    code = (
-        "import sys\n"
-        f"for name in {blocked!r}: sys.modules[name] = None\n"
-        "from sparkindex.cli.app import main\n"
-        f"sys.argv = ['sparkindex', *{argv!r}]\n"
-        "main()\n"
-    )
-    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
 def test_serve_without_the_server_extra_is_one_line(tmp_path: Path) -> None:

@@ -171,18 +171,22 @@ def test_under_spark_submit_its_master_conf_and_interpreter_are_kept(tmp_path: P
     assert got["name"] == "sparkindex" and got["daemon"] == "sparkindex.spark.daemon"
 
 
-@pytest.mark.slow
-def test_spark_submit_runs_the_command_and_exits_with_its_code(tmp_path: Path) -> None:
-    """The entry file spark-submit runs is the CLI: its usage, its exit codes (2: bad config)."""
-    env = {**submit_env(), "PYSPARK_DRIVER_PYTHON": sys.executable}
-    run = subprocess.run(
-        [str(SPARK_SUBMIT), "--master", "local[1]", entry.__file__, "check", "-c", str(tmp_path / "none.yaml")],
+def submit_command(folder: Path, master: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``spark-submit --master <master> <the entry file> <argv>``, the driver on this venv's Python."""
+    return subprocess.run(
+        [str(SPARK_SUBMIT), "--master", master, entry.__file__, *argv],
         capture_output=True,
         text=True,
         timeout=300,
-        env=env,
-        cwd=tmp_path,
+        env={**submit_env(), "PYSPARK_DRIVER_PYTHON": sys.executable},
+        cwd=folder,
     )
+
+
+@pytest.mark.slow
+def test_spark_submit_runs_the_command_and_exits_with_its_code(tmp_path: Path) -> None:
+    """The entry file spark-submit runs is the CLI: its usage, its exit codes (2: bad config)."""
+    run = submit_command(tmp_path, "local[1]", "check", "-c", str(tmp_path / "none.yaml"))
     assert run.returncode == 2, (run.stdout[-2000:], run.stderr[-2000:])
     assert "none.yaml" in run.stdout + run.stderr
 
@@ -195,16 +199,7 @@ def test_under_spark_submit_its_master_decides_what_the_pipeline_may_use(tmp_pat
     (tmp_path / "pipeline.yaml").write_text(
         "source: {url: 'sqlite:///shop.db'}\nindexes: [{alias: products, table: products}]\n", encoding="utf-8"
     )
-    env = {**submit_env(), "PYSPARK_DRIVER_PYTHON": sys.executable}
-    argv = [entry.__file__, "check", "-c", str(tmp_path / "pipeline.yaml"), "--json"]
-    run = subprocess.run(
-        [str(SPARK_SUBMIT), "--master", "spark://127.0.0.1:9", *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
+    run = submit_command(tmp_path, "spark://127.0.0.1:9", "check", "-c", str(tmp_path / "pipeline.yaml"), "--json")
     assert run.returncode == 2, (run.stdout[-2000:], run.stderr[-2000:])
     checks = {c["name"]: c for c in json.loads(run.stdout.strip().splitlines()[-1])["checks"]}
     assert checks["store.cluster"]["status"] == "FAIL", checks

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from sparkindex.config import load_pipeline
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.coordination.tables import SCHEMA_VERSION, make_tables
+from sparkindex.preflight import Options, run_checks
 from tests.e2e.shop import make_shop
 from tests.preflight.helpers import checks_of, closed_port, free_port, statuses
 
@@ -93,3 +95,19 @@ def test_spark_master_down_then_started(tmp_path: Path) -> None:
         assert checks_of(config)["spark.master"].status == "OK"
     finally:
         cluster.stop()
+
+
+def test_a_state_folder_with_a_store_named_beside_the_pipeline_is_warned(tmp_path: Path) -> None:
+    """The shop's pipeline names its SQLite store (``.sparkindex/state.db``) explicitly: a state
+    folder moves only the default store, so this one would still be written beside the file."""
+    config = _shop(tmp_path / "shop", "local[2]")
+    named = run_checks(load_pipeline(config, state_dir=tmp_path / "state"), Options())
+    [beside] = [c for c in named if c.name == "store.state_dir"]
+    assert beside.status == "WARN" and str(tmp_path / "state") in beside.detail, beside
+    assert beside.fix is not None and "leave coordination.url out" in beside.fix
+    # without a state folder, or with the store left to the default, nothing to say
+    assert "store.state_dir" not in checks_of(config)
+    text = config.read_text(encoding="utf-8").replace("coordination:\n  url: sqlite:///.sparkindex/state.db\n", "")
+    config.write_text(text, encoding="utf-8")
+    default = run_checks(load_pipeline(config, state_dir=tmp_path / "state"), Options())
+    assert "store.state_dir" not in [c.name for c in default]

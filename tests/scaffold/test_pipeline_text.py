@@ -47,7 +47,11 @@ def test_the_written_pipeline_loads_and_names_every_root(rich: Path) -> None:
     assert pipeline.source.url == "sqlite:///source.db"
     assert pipeline.source_url() == f"sqlite:///{(rich / 'source.db').resolve()}"
     assert pipeline.target.url == "tantivy://index"
-    assert pipeline.coordination.url == "sqlite:///.sparkindex/state.db"
+    # the store is left to the default, so that --state-dir moves it: written out, it would not
+    assert pipeline.coordination.url is None and "coordination.url:" in result.text
+    assert pipeline.coordination_url() == f"sqlite:///{(rich / '.sparkindex' / 'state.db').resolve()}"
+    moved = parse_pipeline(result.text, origin="pipeline.yaml", base_dir=rich, state_dir=rich / "state")
+    assert moved.coordination_url() == f"sqlite:///{(rich / 'state' / 'state.db').resolve()}"
     lineitem = pipeline.index("lineitem")
     assert lineitem.id == ["l_orderkey", "l_linenumber"]
     [orders, partsupp] = lineitem.relations

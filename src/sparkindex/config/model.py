@@ -76,6 +76,11 @@ class Pipeline(Strict):
         so it may be a read-only mount."""
         return self._state_dir if self._state_dir is not None else self._base_dir / STATE_FOLDER
 
+    @property
+    def state_dir_given(self) -> bool:
+        """Whether the run was given a state folder (so the pipeline's folder should be only read)."""
+        return self._state_dir is not None
+
     def bind(self, base_dir: Path, origin: str, state_dir: Path | None = None) -> Pipeline:
         """Anchor relative paths (sqlite files, the tantivy root) to the pipeline file's folder,
         and keep state in *state_dir* (default: ``.sparkindex`` in that folder)."""

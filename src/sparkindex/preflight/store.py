@@ -44,12 +44,31 @@ def check_store(pipeline: Pipeline, options: Options) -> list[Check]:
                 SERVER_FIX,
             )
         )
+    if sqlite:
+        checks.extend(_beside_the_pipeline(pipeline, url))
     tables = make_tables(pipeline.coordination.prefix)
     if sqlite:
         checks.extend(_sqlite(url, tables))
     else:
         checks.extend(_server(url, tables, options))
     return checks
+
+
+def _beside_the_pipeline(pipeline: Pipeline, url: str) -> list[Check]:
+    """A state folder was given, so the pipeline's folder may be read-only, but the SQLite store
+    the pipeline names explicitly is inside that folder: it stays there, and writes fail on a
+    read-only mount."""
+    path = Path(url.removeprefix("sqlite:///"))
+    if not pipeline.state_dir_given or not path.is_relative_to(pipeline.base_dir.resolve()):
+        return []
+    return [
+        warn(
+            "store.state_dir",
+            f"{pipeline.origin}: coordination.url: the SQLite store {path} is in the pipeline's folder, not the state "
+            f"folder {pipeline.state_dir}: a state folder moves only the default store",
+            "leave coordination.url out to keep the store in the state folder",
+        )
+    ]
 
 
 def _version(version: int | None, where: str) -> Check:

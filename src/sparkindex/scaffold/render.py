@@ -17,7 +17,13 @@ from sparkindex.scaffold.urls import UrlText
 from sparkindex.scaffold.yaml_text import Comment, Entry, Flow, Item, Map, Node, Seq
 
 DEFAULT_TARGET = "tantivy://index"
-STORE = "sqlite:///.sparkindex/state.db"
+#: what the file says of the store it leaves to the default (written out, a relative SQLite URL
+#: would stay beside this file even when a state folder is given)
+STORE_NOTE = [
+    "coordination.url: the store of jobs, partitions and offsets. Left out: a SQLite file (state.db) in the",
+    "state folder, .sparkindex beside this file or --state-dir / SPARKINDEX_STATE_DIR. A Spark cluster needs",
+    "PostgreSQL or MySQL: coordination: {url: postgresql://user@host/db}",
+]
 MASTER = "local[*,4]"
 WHERE_NOTE = [
     "init --where: only rows for which this is true are indexed; sync deletes the document of a row that "
@@ -42,10 +48,7 @@ def pipeline_tree(
     entries: list[Entry | Comment] = [
         Comment(_header(layout)),
         Entry("source", Map([Entry("url", layout.source.url, _secret_note(layout.source, "--source"))])),
-        Entry(
-            "coordination",
-            Map([Entry("url", STORE, ["jobs, partitions and offsets: a SQLite file beside this one"])]),
-        ),
+        Comment(STORE_NOTE),
         Entry("target", Map([_target(layout)])),
         Entry(
             "spark",

@@ -6,7 +6,7 @@ the grants a replica has, and binlogs kept long enough that a stopped sync can r
 them (shorter is a gap: reconciled by a verify and repair, or refused).
 
 The settings are read from ``SHOW GLOBAL VARIABLES`` and judged by the run's own table
-(:data:`~sparkindex.sources.mysql.changes.REQUIRED`); the grants are probed the way the run
+(:data:`~sparkindex.sources.mysql.binlog_settings.REQUIRED`); the grants are probed the way the run
 probes them (``SHOW BINARY LOGS``, then a binlog dump asked from the end of the newest file),
 because ``SHOW GRANTS`` misses roles and wildcards.
 """
@@ -22,7 +22,8 @@ from sparkindex.errors import SparkIndexError, TransientError
 from sparkindex.preflight.model import Check, Options, fail, first_line, ok, unreachable, warn
 from sparkindex.sources.base import Source
 from sparkindex.sources.change_source import WatchedTable
-from sparkindex.sources.mysql.changes import GRANTS, REQUIRED, MysqlChangeSource
+from sparkindex.sources.mysql.binlog_settings import GRANTS, REQUIRED
+from sparkindex.sources.mysql.changes import MysqlChangeSource
 from sparkindex.sources.mysql.gtids import parse_gtids
 
 SETTINGS = (

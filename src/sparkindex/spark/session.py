@@ -218,21 +218,27 @@ def session_conf(
     return conf
 
 
+#: one session start at a time sets and restores the process's environment (sessions start on
+#: background threads: two overlapping windows would restore each other's values)
+_ENV_WINDOW = threading.Lock()
+
+
 @contextlib.contextmanager
 def _workers_python_env(python: str) -> Iterator[None]:
     """``PYSPARK_PYTHON`` (which a SparkContext reads once, when it starts, for every Python
     function it ships) set to *python* while the session starts, then as it was."""
-    saved = {name: os.environ.get(name) for name in (PYTHON_ENV, "PYSPARK_DRIVER_PYTHON")}
-    os.environ[PYTHON_ENV] = python
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with _ENV_WINDOW:
+        saved = {name: os.environ.get(name) for name in (PYTHON_ENV, "PYSPARK_DRIVER_PYTHON")}
+        os.environ[PYTHON_ENV] = python
+        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def build_session(

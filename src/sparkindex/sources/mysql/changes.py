@@ -42,6 +42,7 @@ from sparkindex.errors import ConfigError, LogGap, PermanentError, SparkIndexErr
 from sparkindex.extras import missing_extra
 from sparkindex.sources.change_model import Batch, Change
 from sparkindex.sources.change_source import ChangeSource, Gap, Lag
+from sparkindex.sources.mysql.binlog_settings import GRANTS, REQUIRED
 from sparkindex.sources.mysql.gtids import format_gtids, gtid_seq, parse_gtids
 from sparkindex.sources.mysql.server_errors import (
     ER_ERROR_WHEN_EXECUTING_COMMAND,
@@ -58,7 +59,7 @@ from sparkindex.sources.mysql.server_errors import (
 from sparkindex.sources.mysql.statements import truncated_table
 
 # The mysql extra: mysql-replication, and PyMySQL for its connection. Without it this module still
-# imports (its constants are read wherever change capture is weighed); making a change source fails.
+# imports (the registry names it whatever the install); making a change source fails.
 _MISSING: ImportError | None = None
 try:
     import pymysql
@@ -73,12 +74,6 @@ else:
 
 log = logging.getLogger(__name__)
 
-REQUIRED = {
-    "log_bin": ("ON", "start the server with log_bin"),
-    "binlog_format": ("ROW", "SET GLOBAL binlog_format = ROW"),
-    "binlog_row_image": ("FULL", "SET GLOBAL binlog_row_image = FULL"),
-    "binlog_row_metadata": ("FULL", "SET GLOBAL binlog_row_metadata = FULL"),
-}
 #: Seconds of silence after which the server sends a heartbeat (how a read knows it is at the end).
 HEARTBEAT_S = 0.2
 #: A read returns at the next transaction boundary after this long, even while others write.
@@ -87,7 +82,6 @@ READ_BUDGET_S = 0.5
 
 COM_BINLOG_DUMP = 0x12
 BINLOG_DUMP_NON_BLOCK = 0x01
-GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
 
 
 class MysqlChangeSource(ChangeSource):

@@ -38,7 +38,10 @@ from tests.cluster.standalone import StandaloneCluster
 from tests.e2e.shop import drop_database, fresh_database
 from tests.packaging.conftest import LEAKY_ENV, build_wheel
 
-pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.postgres]
+# Not marked ``cluster`` (which sends a test to make test's serial phase): its cluster is one worker
+# of one core, light enough to run beside the parallel phase's tests, and nothing it does depends on
+# timing (no lease expiry, no kill).
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 WORKER_USER = "sparkindex-worker"
 ROWS = 2_000

@@ -124,14 +124,19 @@ def test_the_server_package_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> 
         import sparkindex.server  # noqa: F401
 
 
-def test_the_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
-    """The command as a user runs it, in a process where the mysql extra's driver cannot be imported."""
-    (tmp_path / "pipeline.yaml").write_text(
+def write_mysql_pipeline(folder: Path) -> None:
+    """``pipeline.yaml`` in *folder*: a MySQL source no server answers, into Tantivy."""
+    (folder / "pipeline.yaml").write_text(
         "source: {url: 'mysql://indexer@127.0.0.1:9/shop'}\n"
         "target: {url: 'tantivy://index'}\n"
         "indexes: [{alias: products, table: products}]\n",
         encoding="utf-8",
     )
+
+
+def test_the_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
+    """The command as a user runs it, in a process where the mysql extra's driver cannot be imported."""
+    write_mysql_pipeline(tmp_path)
     done = run_blocked(tmp_path, ["MySQLdb"], ["explain", "-c", "pipeline.yaml"])
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
@@ -186,12 +191,7 @@ def test_init_of_a_database_whose_driver_is_missing_names_the_extra(tmp_path: Pa
 
 
 def test_check_suggests_installing_the_missing_extra(tmp_path: Path) -> None:
-    (tmp_path / "pipeline.yaml").write_text(
-        "source: {url: 'mysql://indexer@127.0.0.1:9/shop'}\n"
-        "target: {url: 'tantivy://index'}\n"
-        "indexes: [{alias: products, table: products}]\n",
-        encoding="utf-8",
-    )
+    write_mysql_pipeline(tmp_path)
     done = run_blocked(tmp_path, ["MySQLdb"], ["check", "-c", "pipeline.yaml", "--json"])
     assert done.returncode == 2, done.stderr
     report = orjson.loads(done.stdout.strip().splitlines()[-1])

@@ -14,8 +14,10 @@ sync's own process.
 Lighter than ``serve``: no event loop, no page, no token. A threaded WSGI server from the standard library
 (each request on a daemon thread of its own, so a scrape waiting on the store never holds ``/healthz``)
 runs on one thread beside the sync; prometheus_client's WSGI app renders ``/metrics`` (content
-negotiation and compression included). :class:`SyncEndpoint` is a context manager: leaving it stops the
-thread, closes the listening socket (the port is free again) and closes the store reads.
+negotiation and compression included). ``/healthz`` and ``/livez`` never wait for a database: the
+health's looks at the change log run on a thread of their own (:mod:`sparkindex.capture.sync.health`).
+:class:`SyncEndpoint` is a context manager: leaving it stops the thread, closes the listening socket
+(the port is free again), waits briefly for the requests in flight, and closes the store reads.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ log = logging.getLogger(__name__)
 #: node exporter's 9100 and off serve's 8484
 DEFAULT_PORT = 9464
 PATHS = ("/metrics", "/healthz", "/livez")
+#: how long closing waits for requests in flight (a /metrics scrape reads the store)
+CLOSE_WAIT_S = 5.0
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
@@ -73,7 +77,8 @@ class HealthCollector(Collector):
         )
         status = GaugeMetricFamily(
             "sparkindex_sync_status",
-            "the sync's state: 1 for the current one (starting, ok, held, reconciling, stalled, stopping, stopped)",
+            "the sync's state: 1 for the current one (starting, ok, held, reconciling, stalled, unknown, stopping, "
+            "stopped)",
             labels=["group", "status"],
         )
         for name in STATUSES:
@@ -111,8 +116,41 @@ class _Quiet(WSGIRequestHandler):
 
 
 class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True  # a request in flight never keeps the process from exiting
+    """Each request on a thread of its own, counted while it runs, so that closing waits for the
+    requests in flight before the store reads they use are closed."""
+
+    daemon_threads = True  # a request that does not end never keeps the process from exiting
     allow_reuse_address = True  # a restarted sync binds the port again at once (TIME_WAIT)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._in_flight = 0
+        self._idle = threading.Condition()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._idle:  # counted before its thread starts: a close right after accepting waits for it
+            self._in_flight += 1
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._done()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no request is in flight (up to *timeout*); False if some still are."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
 
 class _Server6(_Server):
@@ -169,6 +207,8 @@ class SyncEndpoint:
             self._httpd.shutdown()  # serve_forever returns within its poll interval
             self._thread.join(timeout=10)
             self._httpd.server_close()
+            if not self._httpd.wait_idle(CLOSE_WAIT_S):  # a scrape still reading the store
+                log.warning("the sync's metrics endpoint closes with a request still in flight")
         finally:
             self.state.close()
 

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 #: how often the driver looks for errors the log reader and the apply tasks counted
 EVENTS_CHECK_S = 1.0
+#: how often, while a trigger is active, the driver reads the query's last progress report
+PROGRESS_CHECK_S = 1.0
 
 
 class ChangeStream:
@@ -150,13 +152,11 @@ class ChangeStream:
             .queryName(f"sparkindex-sync-{self.run_id}-{attempt}")
             .start()
         )
-        state.streaming.set()
-        state.query_running.set()
+        state.query_started()  # its reader starts answering from here (the health's clocks)
         try:
             return self._watch(query)
         finally:
             state.query_running.clear()
-            state.saw_trigger(False)
             try:
                 query.stop()
             except Exception as exc:  # noqa: BLE001 - stopping a query that already failed
@@ -165,11 +165,13 @@ class ChangeStream:
     def _watch(self, query: Any) -> str | None:
         """Wait until stopped, caught up, or the query failed (each poll blocks on the query)."""
         state = self.state
-        next_events = 0.0
+        next_events = next_progress = 0.0
         while not state.stop_requested.is_set():
             if query.awaitTermination(0.2) or state.sink_failure is not None:
                 break
-            self._look_at_trigger(query)
+            progress = time.monotonic() >= next_progress
+            if self._look_at_query(query, progress=progress) and progress:
+                next_progress = time.monotonic() + PROGRESS_CHECK_S
             self.idle()
             if state.error is not None:
                 break
@@ -193,15 +195,21 @@ class ChangeStream:
         exc = query.exception() if state.error is None else None
         return None if exc is None else brief(exc)[:1000]
 
-    def _look_at_trigger(self, query: Any) -> None:
-        """Note whether the query's trigger is active: one that stays active while no batch runs
-        is a reader that does not answer (what the run's health looks at, :mod:`.health`)."""
+    def _look_at_query(self, query: Any, *, progress: bool) -> bool:
+        """Tell the run's state whether the reader answers (what its health looks at, :mod:`.health`):
+        a progress report Spark had not reported before, or a trigger not active once the first
+        has ended. The report is read when *progress*, and only while a trigger is active or none
+        has been seen yet. True when it was read."""
         try:
             active = bool(query.status.get("isTriggerActive"))
+            read = progress and (active or self.state.progress_seen is None)
+            last = query.lastProgress if read else None
         except Exception as exc:  # noqa: BLE001 - a query that just ended: the loop finds out itself
             log.debug("reading the query's status: %s", exc)
-            return
-        self.state.saw_trigger(active)
+            return False
+        seen = None if last is None else (last.get("batchId"), last.get("timestamp"))
+        self.state.saw_query(active, seen)
+        return read
 
     # -- when a bounded run is done ----------------------------------------------------------------
     def _nothing_to_stream(self) -> bool:

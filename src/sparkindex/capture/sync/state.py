@@ -47,14 +47,21 @@ class RunState:
     caught_up: bool = False
     #: the commit time of the last change acknowledged, for the lag reported
     last_ts: float = 0.0
-    #: when the stream last advanced: a batch acknowledged, a gap reconciled, a hand-over ended
-    #: (a bounded run gives up after a window without progress; the health's stall clock)
+    #: when the stream last advanced: a batch acknowledged, a gap reconciled, a hand-over ended, or
+    #: the run's first query started (preflight and Spark's start are not idle time); a bounded run
+    #: gives up after a window without progress; the health's stall clock
     last_progress: float = field(default_factory=time.monotonic)
-    #: since when the query's trigger has been active without a break, as the driver last saw it
-    #: (None: not active); a reader that does not answer keeps it active
-    trigger_active_since: float | None = None
+    #: when the stream's reader last answered, as the driver saw it: its query started, a trigger
+    #: ended (seen idle, or a progress Spark reported), so it looked at the log and came back
+    reader_answered_at: float = field(default_factory=time.monotonic)
+    #: when the driver last looked at the query: the reader's silence is known up to here (the
+    #: driver stops looking while it is busy elsewhere, e.g. the daily deferred refresh)
+    query_seen_at: float = field(default_factory=time.monotonic)
     #: when the driver last saw a new error counted by the log reader or the apply tasks
     reader_error_at: float = 0.0
+    #: the last progress Spark reported for the query, as (batch id, timestamp); None until its
+    #: first trigger ended (its reader's process started and read once)
+    progress_seen: tuple[Any, Any] | None = None
     #: called with the position after every acknowledged batch (the benchmark's clock)
     on_ack: Callable[[int], None] | None = None
 
@@ -62,12 +69,30 @@ class RunState:
         """The stream moved on (or was handed a position to continue from): the stall clock restarts."""
         self.last_progress = time.monotonic()
 
-    def saw_trigger(self, active: bool) -> None:
-        """What the driver saw of the query's trigger at one look (the health's view of the reader)."""
-        if not active:
-            self.trigger_active_since = None
-        elif self.trigger_active_since is None:
-            self.trigger_active_since = time.monotonic()
+    def query_started(self) -> None:
+        """A streaming query started (the run's first, or one started again after a failure): its
+        reader starts answering from here; the run's first also starts the stall clock."""
+        now = time.monotonic()
+        if not self.streaming.is_set():
+            self.last_progress = now
+        self.reader_answered_at = self.query_seen_at = now
+        self.progress_seen = None
+        self.streaming.set()
+        self.query_running.set()
+
+    def saw_query(self, trigger_active: bool, progress: tuple[Any, Any] | None = None) -> None:
+        """What the driver saw of the query at one look: a progress report not seen before (Spark
+        reports one per trigger that ran a batch, and one every 10 s while it finds nothing), or,
+        once the first trigger has ended, a trigger not active, is a reader that answers.
+        Back-to-back triggers look active at every look; their reports tell them from one trigger
+        that does not end. Before the first report the query may not have triggered yet."""
+        now = time.monotonic()
+        news = progress is not None and progress != self.progress_seen
+        if news or (not trigger_active and self.progress_seen is not None):
+            self.reader_answered_at = now
+        if progress is not None:
+            self.progress_seen = progress
+        self.query_seen_at = now
 
     def fail(self, error: BaseException) -> None:
         """End the run with *error* after the batch in flight."""

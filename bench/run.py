@@ -4,6 +4,8 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
 
 - ``pg``: claims per store and document building/reindex from PostgreSQL (bench/pg.py);
 - ``claims``: the claims benchmark of the product's real claim path (bench/claims.py);
+- ``claims_scale``: the same path from 64, 256 and 1,024 simulated executors, each with a store
+  of its own, through PgBouncer in transaction pooling and directly (bench/claims_scale.py);
 - ``tantivy``: ``reindex_tantivy``, the shop's small documents, end to end (bench/large.py);
 - ``large``: ``reindex_tantivy_large``, ~2 KB nested documents from SQLite and PostgreSQL;
 - ``wide``: ``reindex_tantivy_wide``, orders with about 4 nested rows of 16 typed columns under a
@@ -39,8 +41,9 @@ Sizes: ``BENCH_ROWS`` (shop and pg, default 1,000,000), ``BENCH_LARGE_ROWS`` (de
 ``BENCH_WIDE_ROWS`` (default 500,000), ``BENCH_WIDE_SOURCES`` (sqlite,postgres),
 ``BENCH_SHAPED_ROWS`` (default 500,000), ``BENCH_SHAPED_SOURCES`` (sqlite,postgres),
 ``BENCH_NULL_ROWS`` (default 1,000,000), ``BENCH_NULL_MEMORY_SMALL`` (default a quarter of it) and
-``BENCH_TRANSFORM_CACHE_DOCS`` / ``_PAGE`` / ``_ROUNDS`` (20,000 / 1,000 / 5).
-``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
+``BENCH_TRANSFORM_CACHE_DOCS`` / ``_PAGE`` / ``_ROUNDS`` (20,000 / 1,000 / 5),
+``BENCH_CLAIMS_SCALE_SIZES`` (64,256,1024 executors) / ``_PARTITIONS`` (4 per executor) /
+``_PROCESSES`` (8). ``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
 
     make bench
     BENCH=large,resume BENCH_LARGE_ROWS=500000 .venv/bin/python -m bench.run
@@ -65,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALL = (
     "pg",
     "claims",
+    "claims_scale",
     "tantivy",
     "large",
     "wide",
@@ -92,6 +96,7 @@ QUICK = {
     "BENCH_CATCHUP_CHANGES": "20000",
     "BENCH_CATCHUP_ROWS": "2000",
     "BENCH_SYNC_SECONDS": "10",
+    "BENCH_CLAIMS_SCALE_SIZES": "16,64",
 }
 
 
@@ -192,7 +197,8 @@ def main() -> None:
     rows = int(os.environ.get("BENCH_ROWS", "1000000"))
     large_rows = int(os.environ.get("BENCH_LARGE_ROWS", "500000"))
     names = selected()
-    if {"pg", "claims", "large", "wide", "shaped", "transform_cache", "resume", "null", "sync"} & set(names):
+    servers = {"pg", "claims", "claims_scale", "large", "wide", "shaped", "transform_cache", "resume", "null", "sync"}
+    if servers & set(names):
         services()
     from bench.large import bench_shop
     from bench.memory import bench_memory
@@ -201,6 +207,8 @@ def main() -> None:
     runs: dict[str, Callable[[], Iterable[str | dict[str, object]]]] = {
         "pg": lambda: pg_lines(rows),
         "claims": claims_lines,
+        # BENCH_CLAIMS_SCALE_SIZES/_PARTITIONS/_PROCESSES, read by bench/claims_scale.py
+        "claims_scale": lambda: importlib.import_module("bench.claims_scale").main_lines(),
         "tantivy": lambda: [bench_shop(rows)],
         "large": lambda: large_lines(large_rows),
         "wide": wide_lines,  # BENCH_WIDE_ROWS, read by bench/wide.py

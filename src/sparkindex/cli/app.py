@@ -231,6 +231,8 @@ app.command(name="explain")(_explain)
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # a job waiting for its read replica says so, with the positions: an operator sees why it pauses
+    logging.getLogger("sparkindex.sources.replica").setLevel(logging.INFO)
     try:
         # Without standalone mode, typer returns the code of a typer.Exit instead of raising it.
         code = app(standalone_mode=False)

@@ -3,10 +3,14 @@ sections. Their URLs may hold passwords: ``repr`` hides them."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from sparkindex.config.base import Strict
 from sparkindex.config.secrets import redact_url
+from sparkindex.config.urls import database_kind
+
+#: how far a replica may be behind the primary, by default, before a job refuses it
+DEFAULT_MAX_REPLICA_LAG_S = 300.0
 
 
 class SourceConfig(Strict):
@@ -18,9 +22,40 @@ class SourceConfig(Strict):
             " MariaDB), or an index to rebuild: tantivy://dir, opensearch://host:9200"
         )
     )
+    read_url: str | None = Field(
+        default=None,
+        description=(
+            "a read replica of source.url (the same kind of database): full reindexes, verify and"
+            " repair read rows there once it has replayed what the primary had committed; change"
+            " capture always reads source.url"
+        ),
+    )
+    max_replica_lag_s: float = Field(
+        default=DEFAULT_MAX_REPLICA_LAG_S,
+        gt=0,
+        description="how long a job waits for source.read_url to replay the primary's position before it refuses",
+    )
+
+    @field_validator("read_url")
+    @classmethod
+    def _same_database_kind(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A replica is a copy of the primary's server: another kind of database (or SQLite, which
+        has no replicas, or an index) cannot be one, and reading it would build another source."""
+        if value is None:
+            return None
+        primary = info.data.get("url")
+        replica_kind, primary_kind = database_kind(value), database_kind(primary) if isinstance(primary, str) else None
+        if replica_kind not in ("postgresql", "mysql"):
+            raise ValueError("must be a postgresql:// or mysql:// URL (SQLite and indexes have no read replicas)")
+        if primary_kind == "sqlite":
+            raise ValueError("source.url is SQLite, which has no read replicas; remove source.read_url")
+        if primary_kind != replica_kind:
+            raise ValueError(f"must be the same kind of database as source.url ({primary_kind}), not {replica_kind}")
+        return value
 
     def __repr__(self) -> str:
-        return f"SourceConfig(url={redact_url(self.url)!r})"
+        replica = "" if self.read_url is None else f", read_url={redact_url(self.read_url)!r}"
+        return f"SourceConfig(url={redact_url(self.url)!r}{replica})"
 
 
 class CoordinationConfig(Strict):

@@ -134,6 +134,11 @@ class Pipeline(Strict):
     def source_url(self) -> str:
         return resolve_tantivy_url(resolve_sqlite_url(self.source.url, self._base_dir), self._base_dir)
 
+    def read_source_url(self) -> str:
+        """Where bulk reads go (a full reindex's partitions, verify, repair): ``source.read_url``
+        when set, else the primary, ``source.url``. Change capture always uses the primary."""
+        return self.source.read_url or self.source_url()
+
     def to_wire(self) -> dict[str, object]:
         """What Spark tasks need to rebuild this pipeline in another process."""
         return {

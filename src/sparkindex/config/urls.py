@@ -37,3 +37,10 @@ def normalize_url(url: str) -> str:
     """Plain ``postgresql://`` / ``mysql://`` URLs get the drivers sparkindex ships with."""
     scheme, sep, rest = url.partition("://")
     return f"{DRIVERS[scheme]}{sep}{rest}" if scheme in DRIVERS else url
+
+
+def database_kind(url: str) -> str:
+    """The kind of database or index *url* names, drivers aside: ``postgresql`` (``postgres``,
+    ``postgresql+psycopg``), ``mysql`` (``mariadb``, ``mysql+mysqldb``), ``sqlite``, or the scheme."""
+    scheme = normalize_url(url).split(":", 1)[0].split("+", 1)[0].lower()
+    return {"postgres": "postgresql", "mariadb": "mysql"}.get(scheme, scheme)

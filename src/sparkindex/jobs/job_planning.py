@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparkindex.config.model import Pipeline
@@ -44,6 +45,7 @@ class JobPlanner:
         *,
         new: bool,
         adopt: bool,
+        before_reads: Callable[[], None] = lambda: None,
     ) -> None:
         self.pipeline = pipeline
         self.aliases = aliases
@@ -55,6 +57,9 @@ class JobPlanner:
         self.new = new
         #: an index that bears an alias's name is replaced by the alias at the swap
         self.adopt = adopt
+        #: called once P0 is recorded (or a job is resumed), before any row is read: a read
+        #: replica's wait for the primary's position
+        self.before_reads = before_reads
 
     def resume_or_plan(
         self, source: Source, plans: dict[str, Any], fingerprint: str, fence: dict[str, int]
@@ -96,8 +101,12 @@ class JobPlanner:
             if current.status in (JobStatus.STOPPED, JobStatus.FAILED):
                 store.partition_resets.retry_failed(old.id)
                 store.job_rows.transition_job(old.id, JobStatus.READY, fence=fence)
+            self.before_reads()
             self.progress.phase(f"resuming job {old.id}")
             return store.job_rows.job(old.id)
+        # a lagging read replica is refused before anything is created (waited for again below,
+        # past P0, which is then a matter of milliseconds)
+        self.before_reads()
         self.progress.phase("planning partitions")
         job = store.job_rows.create_job(
             self.aliases, {"aliases": self.aliases}, getpass.getuser(), fingerprint=fingerprint
@@ -109,6 +118,7 @@ class JobPlanner:
         store.job_rows.update_job(job.id, targets=targets)
         if self.catch_up is not None:  # the log position is recorded before any partition reads a row
             self.catch_up.record_start(job.id, targets)
+        self.before_reads()  # a read replica has replayed the primary's position (past P0) by now
         specs = plan_partitions(
             source,
             [EntityPlanInput(plan.config, plan.table, plan.id_columns) for plan, _ in plans.values()],

@@ -10,6 +10,7 @@ neither move the job nor touch partitions that the new driver's run owns.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -36,7 +37,7 @@ from sparkindex.jobs.finalize import finalize_job
 from sparkindex.jobs.head_start import HeadStart
 from sparkindex.jobs.job_planning import JobPlanner
 from sparkindex.jobs.progress import ProgressListener, SilentProgress, StatsPoller
-from sparkindex.resources import open_source, open_store, open_target
+from sparkindex.resources import open_source, open_store, open_target, wait_for_read_source
 from sparkindex.sources.base import Source
 from sparkindex.targets.target import Target
 from sparkindex.targets.writer import TargetWriter, unmanaged_index_message
@@ -118,7 +119,9 @@ class ReindexJob:
         p = self.pipeline
         if self._spark_factory is None:  # a caller's session was judged by its own master (api)
             check_store_reachable_by_executors(p)
-        with open_source(p) as source, open_target(p) as target:
+        with open_source(p) as source, open_target(p) as target, contextlib.ExitStack() as opened:
+            # the partitions' reads (and planning's counts) go to source.read_url when it is set
+            self._reads = source if p.source.read_url is None else opened.enter_context(open_source(p, bulk_reads=True))
             plans = resolve_plans(p, source, self.aliases, target)  # config and schema errors first, before any JVM
             # an engine sparkindex cannot serve is refused here too (its first request identifies it)
             unmanaged = {alias for alias in self.aliases if target.unmanaged_index(alias)}
@@ -158,9 +161,17 @@ class ReindexJob:
             # an adopted index is what the swap replaces (the alias's own name, see Target.swap)
             previous.update({alias: alias for alias in self.aliases if target.unmanaged_index(alias)})
             planner = JobPlanner(
-                p, self.aliases, store, target, self.catch_up, self.progress, new=self.new, adopt=self.adopt
+                p,
+                self.aliases,
+                store,
+                target,
+                self.catch_up,
+                self.progress,
+                new=self.new,
+                adopt=self.adopt,
+                before_reads=self._wait_for_reads,
             )
-            job = planner.resume_or_plan(source, plans, fingerprint, fence)
+            job = planner.resume_or_plan(self._reads, plans, fingerprint, fence)
             for alias, token in tokens.items():
                 store.locks.transfer(alias, token, None, job.id)
             store.job_rows.update_job(job.id, fence=fence, run_id=self.run_id)
@@ -184,6 +195,15 @@ class ReindexJob:
                     store.locks.release(alias, token)
                 except DBAPIError as exc:  # the lock expires after its TTL; the error above stands
                     log.warning("could not release the lock of %s (it expires): %s", alias, brief(exc))
+
+    def _wait_for_reads(self) -> None:
+        """Called by the planner once P0 is recorded, before the first row is read: a read replica
+        must have replayed the primary's position by then (which is at or past P0), else the
+        partitions would miss changes the catch-up will not replay (refused after
+        ``source.max_replica_lag_s``, exit 2)."""
+        if self.pipeline.source.read_url is not None:
+            self.progress.phase("waiting for the read replica to replay the primary's position")
+        wait_for_read_source(self.pipeline, self._reads, f"reindex of {', '.join(self.aliases)}")
 
     def _catch_up(self, source: Any, store: CoordinationStore) -> Any:
         """Changes committed during the job are replayed before the swap (capture/catch_up.py)."""

@@ -12,7 +12,9 @@ between a database source and an index source lives here because ``sources`` and
 nothing of each other.
 
 * ``opening``: ``open_store``, ``open_source``, ``open_target`` for a pipeline, and
-  ``open_store_url``, ``open_source_url``, ``open_target_url`` for a caller with a URL only.
+  ``open_store_url``, ``open_source_url``, ``open_target_url`` for a caller with a URL only;
+  ``open_source(pipeline, bulk_reads=True)`` is the read replica (``source.read_url``) when there
+  is one, and ``wait_for_read_source`` waits until it has replayed the primary's position.
 """
 
 from sparkindex.resources.opening import (
@@ -22,6 +24,15 @@ from sparkindex.resources.opening import (
     open_store_url,
     open_target,
     open_target_url,
+    wait_for_read_source,
 )
 
-__all__ = ["open_source", "open_source_url", "open_store", "open_store_url", "open_target", "open_target_url"]
+__all__ = [
+    "open_source",
+    "open_source_url",
+    "open_store",
+    "open_store_url",
+    "open_target",
+    "open_target_url",
+    "wait_for_read_source",
+]

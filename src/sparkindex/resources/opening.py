@@ -15,11 +15,20 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.errors import ConfigError
 from sparkindex.index_source.source import IndexSource
 from sparkindex.sources.base import DEFAULT_STATEMENT_TIMEOUT_S, Source
-from sparkindex.sources.registry import DATABASE_SCHEMES, open_database, url_scheme
+from sparkindex.sources.registry import DATABASE_SCHEMES, open_database, replica_link, url_scheme
+from sparkindex.sources.replica import wait_for_replica
 from sparkindex.targets import registry as targets
 from sparkindex.targets.target import Target
 
-__all__ = ["open_source", "open_source_url", "open_store", "open_store_url", "open_target", "open_target_url"]
+__all__ = [
+    "open_source",
+    "open_source_url",
+    "open_store",
+    "open_store_url",
+    "open_target",
+    "open_target_url",
+    "wait_for_read_source",
+]
 
 
 def open_store(pipeline: Pipeline) -> CoordinationStore:
@@ -32,10 +41,28 @@ def open_store_url(url: str, prefix: str = "") -> CoordinationStore:
     return CoordinationStore(url, prefix)
 
 
-def open_source(pipeline: Pipeline) -> Source:
+def open_source(pipeline: Pipeline, *, bulk_reads: bool = False) -> Source:
     """The pipeline's source: its database, or the indexes it rebuilds; queries time out after
-    ``job.source_timeout_s``."""
-    return open_source_url(pipeline.source_url(), pipeline.job.source_timeout_s, base_dir=pipeline.base_dir)
+    ``job.source_timeout_s``.
+
+    With *bulk_reads* (a full reindex's planning and partitions, verify, repair) it is the read
+    replica, ``source.read_url``, when the pipeline names one: the only place that chooses. Such a
+    reader must not read before :func:`wait_for_read_source` returned (a driver calls it once;
+    its tasks run after). Everything else (schema checks, change capture and the rows it re-reads
+    by key, P0) reads the primary, ``source.url``, which is never behind its own log."""
+    url = pipeline.read_source_url() if bulk_reads else pipeline.source_url()
+    return open_source_url(url, pipeline.job.source_timeout_s, base_dir=pipeline.base_dir)
+
+
+def wait_for_read_source(pipeline: Pipeline, reads: Source, why: str) -> None:
+    """Return once *reads* (opened with ``bulk_reads``) has everything the primary has committed
+    now: at once without ``source.read_url``; else after the replica replayed the primary's
+    current position, or :class:`~sparkindex.sources.replica.ReplicaBehind` (exit 2) after
+    ``source.max_replica_lag_s``. *why* names the job in the log line an operator sees."""
+    if pipeline.source.read_url is None:
+        return
+    with open_source(pipeline) as primary:
+        wait_for_replica(replica_link(primary, reads), pipeline.source.max_replica_lag_s, why)
 
 
 def open_source_url(

@@ -12,6 +12,7 @@ from sparkindex.config.urls import normalize_url
 from sparkindex.errors import ConfigError
 from sparkindex.extras import require_driver
 from sparkindex.sources.base import DEFAULT_STATEMENT_TIMEOUT_S, Source
+from sparkindex.sources.replica import ReplicaLink
 
 #: the URL schemes of the databases a source reads
 DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql")
@@ -43,6 +44,20 @@ def open_database(url: str, statement_timeout_s: float = DEFAULT_STATEMENT_TIMEO
         f"source.url: unsupported database {scheme!r} in {redact_url(url)!r} (supported: "
         f"{', '.join(DATABASE_SCHEMES)}; an index as a source is opened by sparkindex.resources.open_source)"
     )
+
+
+def replica_link(primary: Source, replica: Source) -> ReplicaLink:
+    """The replica link for the sources' database kind (the config made sure both are one kind)."""
+    kind = replica.dialect_name
+    if kind == "postgresql":
+        from sparkindex.sources.postgres.replica import PostgresReplicaLink
+
+        return PostgresReplicaLink(primary, replica)
+    if kind == "mysql":
+        from sparkindex.sources.mysql.replica import MariadbReplicaLink
+
+        return MariadbReplicaLink(primary, replica)
+    raise ConfigError(f"source.read_url: {kind} has no read replicas (use a postgresql:// or mysql:// URL)")
 
 
 #: The name callers outside ``sparkindex.resources`` still use (databases only); new code opens

@@ -56,7 +56,9 @@ class WorkerContext:
     @property
     def source(self) -> Source:
         if self._source is None:
-            self._source = open_source(self.pipeline)
+            # a reindex's partitions and verify's ranges: the read replica when there is one (the
+            # driver waited for it to replay the primary's position before any task ran)
+            self._source = open_source(self.pipeline, bulk_reads=True)
         return self._source
 
     @property

@@ -27,7 +27,7 @@ from sparkindex.coordination.verify_runs import COUNTS, VerifyRun
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.documents.planning import resolve_plans, selected_aliases
 from sparkindex.errors import LockHeld
-from sparkindex.resources import open_source, open_store, open_target
+from sparkindex.resources import open_source, open_store, open_target, wait_for_read_source
 from sparkindex.verify.drift import RangeSummary
 from sparkindex.verify.ranges import RangeTask, TaskOptions
 from sparkindex.verify.repair import repair
@@ -125,7 +125,8 @@ def run_verify(
     p = pipeline
     chosen = selected_aliases(p, aliases)
     with contextlib.ExitStack() as opened:  # what this call opens it closes; a given store is the caller's
-        source = opened.enter_context(open_source(p))
+        source = opened.enter_context(open_source(p, bulk_reads=True))
+        wait_for_read_source(p, source, "repair" if repair_drift else "verify")
         target = opened.enter_context(open_target(p))
         store = store or opened.enter_context(open_store(p))
         plans = {a: plan for a, (plan, _) in resolve_plans(p, source, chosen, target).items()}

@@ -1,0 +1,60 @@
+"""A PostgreSQL streaming replica: WAL positions (LSNs) on both sides.
+
+The primary's ``pg_current_wal_lsn()`` is past everything it had committed when asked; the
+replica has applied all of it once ``pg_last_wal_replay_lsn()`` is at or past it. PostgreSQL
+has no server-side wait for an LSN before version 18, so :meth:`reached` polls (the caller backs
+off between polls).
+"""
+
+from __future__ import annotations
+
+import time
+
+import sqlalchemy as sa
+
+from sparkindex.sources.replica import ReplicaLink, ReplicaStatus
+
+
+class PostgresReplicaLink(ReplicaLink):
+    def primary_position(self) -> str:
+        with self.primary.connect("the primary's WAL position") as conn:
+            return str(conn.execute(sa.text("SELECT pg_current_wal_lsn()::text")).scalar_one())
+
+    def _replayed(self, position: str) -> bool:
+        with self.replica.connect("the replica's replayed WAL position") as conn:
+            done = conn.execute(
+                sa.text("SELECT coalesce(pg_last_wal_replay_lsn() >= CAST(:lsn AS pg_lsn), false)"), {"lsn": position}
+            ).scalar_one()
+        return bool(done)
+
+    def reached(self, position: str, timeout_s: float) -> bool:
+        if self._replayed(position):
+            return True
+        if timeout_s <= 0:
+            return False
+        time.sleep(timeout_s)  # a poll's backoff: PostgreSQL cannot wait for an LSN itself
+        return self._replayed(position)
+
+    def status(self, position: str) -> ReplicaStatus:
+        """In recovery or not; replayed LSN, bytes of WAL behind *position*, whether replay is
+        paused, and the age of the last replayed transaction (the lag, while behind)."""
+        query = sa.text(
+            "SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text,"
+            " pg_wal_lsn_diff(CAST(:lsn AS pg_lsn), pg_last_wal_replay_lsn()),"
+            " CASE WHEN pg_is_in_recovery() THEN pg_is_wal_replay_paused() ELSE false END,"
+            " extract(epoch FROM now() - pg_last_xact_replay_timestamp())"
+        )
+        with self.replica.connect("the replica's recovery state") as conn:
+            in_recovery, replayed, diff, paused, age = conn.execute(query, {"lsn": position}).one()
+        if not in_recovery:
+            return ReplicaStatus(False, "", "not in recovery: a primary, current", 0.0)
+        behind_bytes = max(0, int(diff or 0))
+        if behind_bytes == 0 and replayed is not None:
+            return ReplicaStatus(True, replayed, "caught up", 0.0)
+        words = f"{behind_bytes} bytes of WAL behind"
+        if paused:
+            words += ", replay paused (pg_wal_replay_resume() resumes it)"
+        lag = None if age is None else max(0.0, float(age))
+        if lag is not None:
+            words += f", last replayed transaction {lag:.1f}s old"
+        return ReplicaStatus(True, replayed or "nothing", words, lag)

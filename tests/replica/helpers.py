@@ -42,7 +42,8 @@ def query(url: str, statement: str, params: dict[str, Any] | None = None) -> lis
     engine = sa.create_engine(normalize_url(url), isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(sa.text(statement), params or {})]
+            result = conn.execute(sa.text(statement), params or {})
+            return [tuple(r) for r in result] if result.returns_rows else []
     finally:
         engine.dispose()
 

@@ -31,13 +31,19 @@ Direct runs only where PostgreSQL has the connections (``max_connections`` less 
 and a margin); a size that does not fit is reported as not run, with the numbers, never forced:
 the server is shared and a refusal would be someone else's failed test.
 
+Sizes: 1 (the floor: one executor alone, ``ALONE`` partitions, the latency nobody contends
+with), 64, 256 and 1,024, each executor with ``PER_EXECUTOR`` = 8 partitions, so every statement
+runs more than psycopg's 5 times on one connection (its threshold to prepare it on the server,
+which PgBouncer's transaction pooling before 1.21 cannot carry: a regression fails this line).
+
 Run: ``python -m bench.claims_scale`` or ``BENCH=claims_scale python -m bench.run`` (env:
-BENCH_CLAIMS_SCALE_SIZES, default 64,256,1024; BENCH_CLAIMS_SCALE_PARTITIONS per executor,
-default 4; BENCH_CLAIMS_SCALE_PROCESSES, default 8).
+BENCH_CLAIMS_SCALE_SIZES, default 1,64,256,1024; BENCH_CLAIMS_SCALE_PARTITIONS per executor,
+default 8; BENCH_CLAIMS_SCALE_PROCESSES, default 8).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import resource
@@ -51,7 +57,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from bench.claims import PG, durable_postgres
+from bench.claims import PG, _show, durable_postgres
 from sparkindex.coordination.records import PartitionSpec
 from sparkindex.coordination.store import CoordinationStore
 from sparkindex.resources import open_store_url
@@ -60,7 +66,13 @@ PGBOUNCER = "postgresql://sparkindex@127.0.0.1:56432/sparkindex"
 SERVICES = Path("/tmp/sparkindex-services")
 PG_DATA = SERVICES / "pg"
 PGBOUNCER_PID = SERVICES / "pgbouncer" / "pgbouncer.pid"
-SIZES = (64, 256, 1024)
+#: 1 is the floor: one executor alone, the latency of a cycle nobody contends with
+SIZES = (1, 64, 256, 1024)
+#: partitions per executor: past psycopg's prepare threshold (5 runs of a statement on one
+#: connection), so a store that prepared statements would fail here behind PgBouncer
+PER_EXECUTOR = 8
+#: the lone executor's partitions (its latencies are the model's floor: enough of them for a p99)
+ALONE = 64
 #: connections left free on the shared server beside a direct run (the suite, the bench's own)
 DIRECT_MARGIN = 20
 #: how long any step waits for the others before the run is abandoned
@@ -346,18 +358,22 @@ def run_size(url: str, path: str, prefix: str, executors: int, per_executor: int
 
 def bench_claims_scale(
     sizes: tuple[int, ...] = SIZES,
-    per_executor: int = 4,
+    per_executor: int = PER_EXECUTOR,
     processes: int = 8,
     paths: tuple[str, ...] = ("direct", "pgbouncer"),
+    durable: bool = True,
 ) -> list[dict[str, Any]]:
-    """Every size, direct first (the baseline), then through PgBouncer with its ratio to it."""
+    """Every size, direct first (the baseline), then through PgBouncer with its ratio to it.
+    *durable* False leaves the server's settings alone (the smoke test: ALTER SYSTEM would reach
+    every test running beside it)."""
     _raise_nofile(max(sizes) * 2 + 256)
     prefix = f"cs{uuid.uuid4().hex[:6]}_"
     urls = {"direct": PG, "pgbouncer": PGBOUNCER}
     lines: list[dict[str, Any]] = []
-    open_store_url(PG, prefix).close()  # the schema made directly: its lock is a session's
+    open_store_url(PG, prefix).close()  # the schema made directly, before any run
     try:
-        with durable_postgres(PG):
+        with durable_postgres(PG) if durable else contextlib.nullcontext():
+            settings = _show(PG, ["fsync", "synchronous_commit"])
             for size in sizes:
                 direct: dict[str, Any] | None = None
                 for path in paths:
@@ -365,8 +381,10 @@ def bench_claims_scale(
                     if refused:
                         lines.append({"bench": "claims_scale", "path": path, "executors": size, "not_run": refused})
                         continue
-                    line = run_size(urls[path], path, prefix, size, per_executor, processes)
-                    line["durable"] = True
+                    per = max(per_executor, ALONE) if size == 1 else per_executor
+                    line = run_size(urls[path], path, prefix, size, per, processes)
+                    line["durable"] = settings == {"fsync": "on", "synchronous_commit": "on"}
+                    line.update(settings)
                     if path == "direct":
                         direct = line
                     elif direct is not None:
@@ -382,7 +400,7 @@ def main_lines(sizes: tuple[int, ...] | None = None) -> list[str]:
     """One JSON line per size and path (bench/run.py calls this)."""
     raw = os.environ.get("BENCH_CLAIMS_SCALE_SIZES", ",".join(map(str, SIZES)))
     chosen = sizes or tuple(int(s) for s in raw.split(",") if s.strip())
-    per = int(os.environ.get("BENCH_CLAIMS_SCALE_PARTITIONS", "4"))
+    per = int(os.environ.get("BENCH_CLAIMS_SCALE_PARTITIONS", str(PER_EXECUTOR)))
     procs = int(os.environ.get("BENCH_CLAIMS_SCALE_PROCESSES", "8"))
     return [orjson.dumps(line).decode() for line in bench_claims_scale(chosen, per, procs)]
 

@@ -4,8 +4,9 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
 
 - ``pg``: claims per store and document building/reindex from PostgreSQL (bench/pg.py);
 - ``claims``: the claims benchmark of the product's real claim path (bench/claims.py);
-- ``claims_scale``: the same path from 64, 256 and 1,024 simulated executors, each with a store
-  of its own, through PgBouncer in transaction pooling and directly (bench/claims_scale.py);
+- ``claims_scale``: the same path from 1 (the floor), 64, 256 and 1,024 simulated executors, each
+  with a store of its own, through PgBouncer in transaction pooling and directly
+  (bench/claims_scale.py);
 - ``tantivy``: ``reindex_tantivy``, the shop's small documents, end to end (bench/large.py);
 - ``large``: ``reindex_tantivy_large``, ~2 KB nested documents from SQLite and PostgreSQL;
 - ``wide``: ``reindex_tantivy_wide``, orders with about 4 nested rows of 16 typed columns under a
@@ -42,7 +43,7 @@ Sizes: ``BENCH_ROWS`` (shop and pg, default 1,000,000), ``BENCH_LARGE_ROWS`` (de
 ``BENCH_SHAPED_ROWS`` (default 500,000), ``BENCH_SHAPED_SOURCES`` (sqlite,postgres),
 ``BENCH_NULL_ROWS`` (default 1,000,000), ``BENCH_NULL_MEMORY_SMALL`` (default a quarter of it) and
 ``BENCH_TRANSFORM_CACHE_DOCS`` / ``_PAGE`` / ``_ROUNDS`` (20,000 / 1,000 / 5),
-``BENCH_CLAIMS_SCALE_SIZES`` (64,256,1024 executors) / ``_PARTITIONS`` (4 per executor) /
+``BENCH_CLAIMS_SCALE_SIZES`` (1,64,256,1024 executors) / ``_PARTITIONS`` (8 per executor) /
 ``_PROCESSES`` (8). ``BENCH_QUICK=1`` shrinks every default for a smoke run on a busy machine.
 
     make bench
@@ -96,7 +97,7 @@ QUICK = {
     "BENCH_CATCHUP_CHANGES": "20000",
     "BENCH_CATCHUP_ROWS": "2000",
     "BENCH_SYNC_SECONDS": "10",
-    "BENCH_CLAIMS_SCALE_SIZES": "16,64",
+    "BENCH_CLAIMS_SCALE_SIZES": "1,16,64",
 }
 
 

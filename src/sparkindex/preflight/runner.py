@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sparkindex.config.model import Pipeline
 from sparkindex.errors import ConfigError, TransientError
 from sparkindex.preflight.model import Check, Options, Scope, fail, first_line
+from sparkindex.preflight.replica import REPLICA_LAG, check_replica
 from sparkindex.preflight.source import SourceFindings, check_source
 from sparkindex.preflight.spark import check_spark
 from sparkindex.preflight.store import check_store
@@ -40,6 +41,7 @@ def run_checks(pipeline: Pipeline, options: Options | None = None) -> list[Check
     try:
         if found.sql and found.answering and wants_changes(pipeline, options.scope):
             checks += _area("changes", lambda: _changes(pipeline, found, aliases, options))
+        checks += _area("replica", lambda: check_replica(pipeline, options))
         checks += _area("store", lambda: check_store(pipeline, options))
         checks += _area("target", lambda: check_target(pipeline, aliases, options))
         checks += _area("spark", lambda: check_spark(pipeline, options))
@@ -106,8 +108,9 @@ def _close(found: SourceFindings) -> None:
 #: may not need (a resumed job's catch-up slot exists already; a slot count against another
 #: consumer group), or a managed server grants it another way (RDS's rds_replication role has
 #: no rolreplication flag), or a version below the tested one may still do what this run needs;
-#: a run that truly cannot proceed fails at that step with its own error
-ADVISORY_IN_A_RUN = frozenset({"postgres.replication_slots", "postgres.replication_privilege"})
+#: a run that truly cannot proceed fails at that step with its own error; a read replica's lag a
+#: run waits out itself, refusing it after source.max_replica_lag_s
+ADVISORY_IN_A_RUN = frozenset({"postgres.replication_slots", "postgres.replication_privilege", REPLICA_LAG})
 
 
 def guard(

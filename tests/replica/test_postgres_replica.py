@@ -71,6 +71,9 @@ def test_a_rebuild_waits_for_a_lagging_replica_and_a_replica_past_the_bound_is_r
 
     # 1. past the bound: refused naming the key, the bound and how far behind; nothing built
     set_read_url(shop, replica, 2)
+    checked = cli(shop, "check")  # check says it is a replica of the primary, and how far behind
+    assert "source.read_url" in checked.stdout and "is a replica" in checked.stdout, checked.stdout
+    assert "source.replica_lag" in checked.stdout and "replay paused" in checked.stdout, checked.stdout
     refused = cli(shop, "reindex")
     assert refused.returncode == 2, refused.stderr[-3000:]
     said = refused.stderr

@@ -10,6 +10,7 @@ run; a setting or privilege a person must fix stops it (exit 2).
   Slot counts, the REPLICATION flag and the target version only warn in a run (``ADVISORY_IN_A_RUN``).
 * ``source``: reachable, every table readable, ids unique and NOT NULL, each index resolvable with the reindex's
   own plan. Nothing is written.
+* ``replica``: ``source.read_url`` answers, replicates from ``source.url``, and its lag now against the bound.
 * ``changes_postgres``: logical decoding, wal2json (probed with a temporary slot), free slots, REPLICATION, replica
   identities that make deletes findable.
 * ``changes_mysql``: binlog settings judged by the run's own table, one GTID domain, replica grants probed as the

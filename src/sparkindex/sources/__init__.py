@@ -16,12 +16,15 @@ source is ``sparkindex.index_source``, and ``sparkindex.resources`` chooses betw
   also a TRUNCATE and a range recheck.
 * ``change_source``: the ``ChangeSource`` interface every change source implements: offsets as JSON, positions as
   integers, ``continuity`` for gaps.
+* ``replica``: ``ReplicaLink``, a read replica and its primary: the bounded wait until the replica has replayed the
+  primary's position (``registry.replica_link`` picks the dialect's link).
 * ``sqlite/``: ``source``: a file, many reader processes, row values for composite keyset pages.
 * ``postgres/``: ``source`` (named cursors, TABLESAMPLE boundaries), ``changes`` (wal2json through the SQL slot
-  functions), ``wal2json`` (its rows as changes), ``slots`` (slot names, LSNs as integers).
+  functions), ``wal2json`` (its rows as changes), ``slots`` (slot names, LSNs as integers), ``replica`` (replay LSNs).
 * ``mysql/``: ``source`` (unbuffered cursors, boundaries from one index walk), ``changes`` (the MariaDB binlog by
   GTID, continuity against ``gtid_binlog_state`` and the oldest binlog's GTID list), ``gtids``, ``server_errors``
-  (error codes classified once, for preflight and the reader), ``statements`` (``TRUNCATE`` read back from text).
+  (error codes classified once, for preflight and the reader), ``statements`` (``TRUNCATE`` read back from text),
+  ``replica`` (``MASTER_GTID_WAIT``).
 """
 
 from sparkindex.sources.base import Column, ForeignKey, KeyRange, Source, TableInfo

@@ -68,6 +68,10 @@ class ReplicaLink(ABC):
         """The replica's state, and how far it is behind *position* (a primary position)."""
 
     @abstractmethod
+    def follows_primary(self) -> bool | None:
+        """Whether the replica replicates from this primary (None: it cannot be told cheaply)."""
+
+    @abstractmethod
     def reached(self, position: str, timeout_s: float) -> bool:
         """Whether the replica has replayed *position*, waiting up to *timeout_s* where the server
         can wait itself (else answering at once)."""

@@ -32,6 +32,15 @@ class MariadbReplicaLink(ReplicaLink):
             ).scalar()
         return waited == 0
 
+    def follows_primary(self) -> bool | None:
+        """The server id the replica's connection reports for its master is the primary's own."""
+        with self.primary.connect("the primary's server id") as conn:
+            server_id = conn.execute(sa.text("SELECT @@server_id")).scalar()
+        with self.replica.connect("the replica's master") as conn:
+            slave = self._slave_status(conn)
+        master = None if slave is None else slave.get("Master_Server_Id")
+        return None if not master else str(master) == str(server_id)
+
     def _slave_status(self, conn: sa.Connection) -> dict[str, Any] | None:
         """``SHOW SLAVE STATUS`` as a dict; None when the server replicates from nobody. Without
         the privilege to ask, the replica's own GTID position says whether it ever replicated."""

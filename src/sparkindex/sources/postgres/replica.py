@@ -20,6 +20,15 @@ class PostgresReplicaLink(ReplicaLink):
         with self.primary.connect("the primary's WAL position") as conn:
             return str(conn.execute(sa.text("SELECT pg_current_wal_lsn()::text")).scalar_one())
 
+    def follows_primary(self) -> bool | None:
+        """A streaming replica is a copy of its primary's cluster: the same system identifier."""
+        query = sa.text("SELECT system_identifier FROM pg_control_system()")
+        with self.primary.connect("the primary's system identifier") as conn:
+            primary = conn.execute(query).scalar_one()
+        with self.replica.connect("the replica's system identifier") as conn:
+            replica = conn.execute(query).scalar_one()
+        return bool(primary == replica)
+
     def _replayed(self, position: str) -> bool:
         with self.replica.connect("the replica's replayed WAL position") as conn:
             done = conn.execute(

@@ -8,6 +8,7 @@
 # Idempotent: a server already answering on its port is reused. Stops nothing it did not start.
 # Also installs Debian's chromium: the web page's test drives it headless (tests/server/test_page.py);
 # and Debian's prometheus for promtool, which lints /metrics (tests/server/test_metrics_promtool.py).
+# Then PgBouncer (scripts/test-pgbouncer.sh) and the read replicas (scripts/test-replicas.sh).
 set -euo pipefail
 SERVICES_DIR=${SERVICES_DIR:-/tmp/sparkindex-services}
 PG_PORT=${PG_PORT:-55432}
@@ -87,3 +88,7 @@ if ! mariadb-admin -h 127.0.0.1 -P "$MY_PORT" -u root --silent ping >/dev/null 2
   mariadb -h 127.0.0.1 -P "$MY_PORT" -u root -e "CREATE DATABASE IF NOT EXISTS sparkindex"
 fi
 echo "mysql: mysql://root@127.0.0.1:$MY_PORT/sparkindex"
+
+# --- PgBouncer (transaction pooling) in front of the PostgreSQL above, and the read replicas ------
+bash "$(dirname "$0")/test-pgbouncer.sh"
+if [ -f "$(dirname "$0")/test-replicas.sh" ]; then bash "$(dirname "$0")/test-replicas.sh"; fi

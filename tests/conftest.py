@@ -40,15 +40,17 @@ def cli() -> Path:
 ROOT = Path(__file__).resolve().parents[1]
 PG_URL = os.environ.get("SPARKINDEX_TEST_PG_URL", "postgresql://sparkindex@127.0.0.1:55432/sparkindex")
 MYSQL_URL = os.environ.get("SPARKINDEX_TEST_MYSQL_URL", "mysql://root@127.0.0.1:53306/sparkindex")
+#: the same PostgreSQL through PgBouncer in transaction pooling (scripts/test-pgbouncer.sh)
+PGBOUNCER_URL = os.environ.get("SPARKINDEX_TEST_PGBOUNCER_URL", "postgresql://sparkindex@127.0.0.1:56432/sparkindex")
 
 
 @pytest.fixture(scope="session")
 def services() -> dict[str, str]:
-    """Make sure the private PostgreSQL and MariaDB servers run (idempotent), return their URLs."""
+    """Make sure the private PostgreSQL, PgBouncer and MariaDB servers run (idempotent), return their URLs."""
     import subprocess
 
     subprocess.run(["bash", str(ROOT / "scripts" / "test-services.sh")], check=True, capture_output=True)
-    return {"postgres": PG_URL, "mysql": MYSQL_URL}
+    return {"postgres": PG_URL, "mysql": MYSQL_URL, "pgbouncer": PGBOUNCER_URL}
 
 
 STORE_KINDS = [
@@ -56,6 +58,9 @@ STORE_KINDS = [
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
     pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
 ]
+#: PostgreSQL behind PgBouncer in transaction pooling (no session state survives a transaction):
+#: the coordination conformance suite (tests/coordination) runs through it as a fourth store kind
+PGBOUNCER_KIND = pytest.param("pgbouncer", id="pgbouncer", marks=pytest.mark.postgres)
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -65,6 +70,11 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[
     Server-backed stores get a unique table prefix per test, dropped afterwards, so tests never
     see each other's rows.
     """
+    yield from fresh_store(request, tmp_path)
+
+
+def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The body of every ``store_url`` fixture: *request.param* names the store kind."""
     import uuid
 
     kind = request.param

@@ -121,8 +121,9 @@ def test_a_lock_row_held_by_a_paused_process_is_freed_for_the_takeover(
 
 
 def session_values(url: sa.URL, queries: list[str]) -> Iterator[tuple[dict[str, bool], tuple[object, ...]]]:
-    """What *queries* answer on a new session of each kind of store engine (pooled, autocommit,
-    unpooled): each kind opens its sessions its own way, and each must get the bound."""
+    """What *queries* answer in a transaction of each kind of store engine (pooled, autocommit,
+    unpooled): each kind opens its sessions its own way, and each that runs transactions must
+    get the bound in every one of them."""
     for kind in ({}, {"autocommit": True}, {"pooled": False}):
         engine = make_engine(url.render_as_string(hide_password=False), **kind)  # type: ignore[arg-type]
         with engine.connect() as conn:
@@ -158,8 +159,14 @@ def test_a_store_session_keeps_the_operators_own_settings(
     if options is not None:
         url = url.update_query_dict({"options": options})
     names = ("idle_in_transaction_session_timeout", "statement_timeout")
+    operators = (options is not None and "idle" in options) or pgoptions is not None
     for kind, got in session_values(url, [f"SHOW {name}" for name in names]):
-        assert got == expected, kind
+        if kind.get("autocommit") and not operators:
+            # each statement commits on its own: no transaction to sit idle in, so no SET LOCAL
+            # (a SET of the session would outlive the transaction behind PgBouncer)
+            assert got == ("0", expected[1]), kind
+        else:
+            assert got == expected, kind
 
 
 @pytest.mark.mysql
@@ -184,3 +191,30 @@ def test_a_mariadb_store_session_is_bounded_unless_the_operator_bounded_it(
         url = url.update_query_dict({"init_command": init_command})
     for kind, got in session_values(url, ["SELECT @@SESSION.idle_transaction_timeout"]):
         assert got == (expected,), kind
+
+
+@pytest.mark.postgres
+def test_behind_pgbouncer_every_transaction_is_bounded_and_no_setting_leaks(
+    services: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind transaction pooling the bound must come with each transaction (the next one may run
+    on another server session), and must not stay on the server session for PgBouncer's next
+    client: the store's ``SET LOCAL`` ends with its transaction; a session ``SET`` would not."""
+    monkeypatch.delenv("PGOPTIONS", raising=False)
+    store = make_engine(services["pgbouncer"])
+    plain = sa.create_engine(
+        services["pgbouncer"].replace("postgresql://", "postgresql+psycopg://"),
+        isolation_level="AUTOCOMMIT",
+        poolclass=sa.pool.NullPool,
+        connect_args={"prepare_threshold": None},
+    )
+    show = "SHOW idle_in_transaction_session_timeout"
+    try:
+        for _ in range(3):
+            with store.connect() as conn:
+                assert conn.exec_driver_sql(show).scalar() == f"{IDLE_IN_TRANSACTION_S}s"
+            with plain.connect() as other:  # PgBouncer lends it the session just returned
+                assert other.exec_driver_sql(show).scalar() == "0", "the store's setting leaked to another client"
+    finally:
+        store.dispose()
+        plain.dispose()

@@ -70,6 +70,13 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
     # A bounded connect: an unreachable server fails fast enough for the lock keeper to retry
     # (and, after its TTL, to report the lock lost) instead of hanging in a TCP handshake.
     options: dict[str, Any] = {"isolation_level": "AUTOCOMMIT"} if autocommit else {}
+    connect_args: dict[str, Any] = {"connect_timeout": 10}
+    if scheme == "postgresql":
+        # psycopg prepares a statement on the server after its 5th run on a connection. Behind
+        # PgBouncer's transaction pooling (before 1.21) the next transaction may run on another
+        # server session, where the statement does not exist (or its name already does), so the
+        # store never prepares: it holds no session state at all (docs/deploy.md).
+        connect_args["prepare_threshold"] = None
     if pooled:
         options.update(pool_size=16, max_overflow=16, pool_recycle=1800)
     else:
@@ -77,8 +84,8 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
         # trip, and on a connection the server dropped it fails and SQLAlchemy logs the failure
         # at ERROR with a traceback (seen in the chaos campaign when the store restarted under a reindex)
         options.update(poolclass=sa.pool.NullPool, pool_reset_on_return=None)
-    engine = sa.create_engine(url, connect_args={"connect_timeout": 10}, **options)
-    bound_idle_transactions(engine, scheme, url)
+    engine = sa.create_engine(url, connect_args=connect_args, **options)
+    bound_idle_transactions(engine, scheme, url, autocommit=autocommit)
     return engine
 
 
@@ -226,67 +233,70 @@ def ensure_schema(engine: Engine, tables: Tables) -> None:
         Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
     if _stored_version(engine, tables) == SCHEMA_VERSION:
         return
-    with _schema_lock(engine, tables):
-        _create_or_migrate(engine, tables)
+    with _schema_lock(engine, tables) as conn:
+        _create_or_migrate(conn, tables)
 
 
-def _create_or_migrate(engine: Engine, tables: Tables) -> None:
-    if not sa.inspect(engine).has_table(tables.schema.name):
-        tables.metadata.create_all(engine, checkfirst=True)
-    with engine.begin() as conn:
-        row = conn.execute(sa.select(tables.schema.c.version).where(tables.schema.c.id == 1)).first()
-        if row is None:
-            # a store just created (or whose creation was cut short), maybe beside tables that
-            # an older version created on first use: those are brought to the current shape
-            tables.metadata.create_all(conn, checkfirst=True)
-            _v10_first_use_tables(conn, tables)
-            conn.execute(tables.schema.insert().values(id=1, version=SCHEMA_VERSION, upgraded_at=time.time()))
-        elif row.version > SCHEMA_VERSION:
-            raise PermanentError(
-                f"coordination schema version {row.version} is newer than this sparkindex ({SCHEMA_VERSION}); "
-                "upgrade sparkindex"
+def _create_or_migrate(conn: sa.Connection, tables: Tables) -> None:
+    if not sa.inspect(conn).has_table(tables.schema.name):
+        tables.metadata.create_all(conn, checkfirst=True)
+    row = conn.execute(sa.select(tables.schema.c.version).where(tables.schema.c.id == 1)).first()
+    if row is None:
+        # a store just created (or whose creation was cut short), maybe beside tables that
+        # an older version created on first use: those are brought to the current shape
+        tables.metadata.create_all(conn, checkfirst=True)
+        _v10_first_use_tables(conn, tables)
+        conn.execute(tables.schema.insert().values(id=1, version=SCHEMA_VERSION, upgraded_at=time.time()))
+    elif row.version > SCHEMA_VERSION:
+        raise PermanentError(
+            f"coordination schema version {row.version} is newer than this sparkindex ({SCHEMA_VERSION}); "
+            "upgrade sparkindex"
+        )
+    else:
+        for version in range(row.version + 1, SCHEMA_VERSION + 1):
+            MIGRATIONS[version](conn, tables)
+            conn.execute(
+                tables.schema.update().where(tables.schema.c.id == 1).values(version=version, upgraded_at=time.time())
             )
-        else:
-            for version in range(row.version + 1, SCHEMA_VERSION + 1):
-                MIGRATIONS[version](conn, tables)
-                conn.execute(
-                    tables.schema.update()
-                    .where(tables.schema.c.id == 1)
-                    .values(version=version, upgraded_at=time.time())
-                )
 
 
 @contextlib.contextmanager
-def _schema_lock(engine: Engine, tables: Tables) -> Iterator[None]:
-    """Held while a store is created or migrated, so that processes starting together on a new
-    or older store take turns: the first does the work, the others find it done. A lock of the
-    database session, not of a transaction (MySQL/MariaDB commit at every DDL statement):
-    ``GET_LOCK`` there, an advisory lock on PostgreSQL. SQLite needs none: the migration's
-    transaction holds its write lock (``BEGIN IMMEDIATE``) throughout."""
-    name = str(tables.schema.name)
+def _schema_lock(engine: Engine, tables: Tables) -> Iterator[sa.Connection]:
+    """A connection inside a transaction, held while a store is created or migrated, so that
+    processes starting together on a new or older store take turns: the first does the work, the
+    others find it done.
+
+    - PostgreSQL: a transaction-level advisory lock (``pg_advisory_xact_lock``) and the whole
+      creation or migration in that one transaction (its DDL is transactional). A session-level
+      lock would be held by whichever server session PgBouncer's transaction pooling lent the
+      statement, and released by nobody.
+    - MySQL/MariaDB commit at every DDL statement, so the lock must outlive transactions: the
+      session's ``GET_LOCK``, taken and released on this one connection (such a store is not
+      put behind a transaction pooler).
+    - SQLite: the transaction's write lock (``BEGIN IMMEDIATE``) is held throughout."""
     dialect = engine.dialect.name
-    if dialect not in ("postgresql", "mysql", "mariadb"):
-        yield
+    name = str(tables.schema.name)
+    if dialect not in ("mysql", "mariadb"):
+        with engine.begin() as conn:
+            if dialect == "postgresql":
+                key = zlib.crc32(f"sparkindex:{name}".encode())
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+            yield conn
         return
     with engine.connect() as conn:
-        if dialect == "postgresql":
-            key = zlib.crc32(f"sparkindex:{name}".encode())
-            conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": key})
-            release = sa.text("SELECT pg_advisory_unlock(:k)").bindparams(k=key)
-        else:
-            lock = f"sparkindex:{name}"[:64]
-            got = conn.execute(sa.text("SELECT GET_LOCK(:n, :t)"), {"n": lock, "t": SCHEMA_LOCK_WAIT_S}).scalar()
-            if got != 1:
-                raise TransientError(
-                    f"coordination store: another process has been creating or upgrading {name} for over "
-                    f"{SCHEMA_LOCK_WAIT_S} s"
-                )
-            release = sa.text("SELECT RELEASE_LOCK(:n)").bindparams(n=lock)
+        lock = f"sparkindex:{name}"[:64]
+        got = conn.execute(sa.text("SELECT GET_LOCK(:n, :t)"), {"n": lock, "t": SCHEMA_LOCK_WAIT_S}).scalar()
+        if got != 1:
+            raise TransientError(
+                f"coordination store: another process has been creating or upgrading {name} for over "
+                f"{SCHEMA_LOCK_WAIT_S} s"
+            )
         conn.commit()
         try:
-            yield
+            with conn.begin():
+                yield conn
         finally:
-            conn.execute(release)
+            conn.execute(sa.text("SELECT RELEASE_LOCK(:n)"), {"n": lock})
             conn.commit()
 
 

@@ -7,10 +7,13 @@ worker frozen inside its write-ahead record kept the partition row the takeover 
 lock keeper can be frozen between its UPDATE and COMMIT). Fencing tokens keep the paused process
 from doing harm when it wakes; its statement then fails as a dropped connection and reruns.
 
-Each server has its own setting, set when a session opens; a value the operator gave wins:
+Each server has its own setting; a value the operator gave wins:
 - PostgreSQL: ``idle_in_transaction_session_timeout``, unless the URL's ``options`` or
-  ``PGOPTIONS`` set it. A ``SET`` rather than libpq's ``options`` startup parameter: that would
-  replace ``PGOPTIONS``, and PgBouncer refuses it.
+  ``PGOPTIONS`` set it. ``SET LOCAL`` as the first statement of every transaction of an engine
+  that runs transactions (an autocommit engine runs none, so it cannot sit idle in one): a
+  ``SET`` of the session would hold only for whichever server session PgBouncer's transaction
+  pooling lends the next transaction, and would leak into other clients' transactions there;
+  libpq's ``options`` startup parameter would replace ``PGOPTIONS``, and PgBouncer refuses it.
 - MariaDB (10.3 and later): ``idle_transaction_timeout``, unless the session already has an idle
   transaction bound when it opens (the server's configuration, or the URL's ``init_command``).
 - MySQL has no such setting: there InnoDB fails the *waiting* statement after
@@ -35,9 +38,10 @@ log = logging.getLogger(__name__)
 IDLE_IN_TRANSACTION_S = 30
 
 
-def bound_idle_transactions(engine: Engine, scheme: str, url: str) -> None:
-    """Install the bound for *engine*'s server kind (*scheme* of the normalized *url*)."""
-    if scheme == "postgresql":
+def bound_idle_transactions(engine: Engine, scheme: str, url: str, *, autocommit: bool) -> None:
+    """Install the bound for *engine*'s server kind (*scheme* of the normalized *url*); an
+    *autocommit* engine on PostgreSQL needs none (each statement commits on its own)."""
+    if scheme == "postgresql" and not autocommit:
         _bound_postgres(engine, url)
     elif scheme == "mysql":
         _bound_mariadb(engine)
@@ -48,15 +52,11 @@ def _bound_postgres(engine: Engine, url: str) -> None:
     own = " ".join(given) if isinstance(given, tuple) else given
     if "idle_in_transaction_session_timeout" in f"{own} {os.environ.get('PGOPTIONS', '')}".replace("-", "_"):
         return
-    statement = f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_S * 1000}"
+    statement = f"SET LOCAL idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_S * 1000}"
 
-    @sa.event.listens_for(engine, "connect")
-    def _connect(dbapi_conn: Any, _record: Any) -> None:
-        cur = dbapi_conn.cursor()
-        cur.execute(statement)
-        cur.close()
-        if not getattr(dbapi_conn, "autocommit", False):
-            dbapi_conn.commit()  # the SET holds for the session; leave no transaction open
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql(statement)  # opens the transaction: the bound ends with it
 
 
 def _bound_mariadb(engine: Engine) -> None:

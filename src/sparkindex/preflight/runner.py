@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sparkindex.config.model import Pipeline
 from sparkindex.errors import ConfigError, TransientError
 from sparkindex.preflight.model import Check, Options, Scope, fail, first_line
+from sparkindex.preflight.pooler import check_pooling
 from sparkindex.preflight.replica import REPLICA_LAG, check_replica
 from sparkindex.preflight.source import SourceFindings, check_source
 from sparkindex.preflight.spark import check_spark
@@ -43,6 +44,7 @@ def run_checks(pipeline: Pipeline, options: Options | None = None) -> list[Check
             checks += _area("changes", lambda: _changes(pipeline, found, aliases, options))
         checks += _area("replica", lambda: check_replica(pipeline, options))
         checks += _area("store", lambda: check_store(pipeline, options))
+        checks += _area("pooler", lambda: check_pooling(pipeline))
         checks += _area("target", lambda: check_target(pipeline, aliases, options))
         checks += _area("spark", lambda: check_spark(pipeline, options))
     finally:

@@ -172,3 +172,26 @@ def test_each_thread_has_its_own_connection(store: CoordinationStore) -> None:
     assert not errors, errors
     assert live == 4
     assert {p.status for p in store.partition_rows.partitions(job_id)} == {PartitionStatus.COMPLETED}
+
+
+@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+def test_a_thread_that_ends_takes_its_connection_with_it(store: CoordinationStore) -> None:
+    """A worker renews each partition's lease from a thread of that partition: a connection kept
+    per thread must close when its thread ends, or a worker's store grows by one connection per
+    partition for its whole life."""
+    _, ids = new_job(store, 6)
+    mine = store.partition_rows.claim(ids[0], "main", "run-A", stale_after_s=60)
+    assert mine is not None
+    backends: list[int] = []
+
+    def one_claim(pid: str) -> None:
+        assert store.partition_rows.claim(pid, "renewer", "run-A", stale_after_s=60, take_over_run=False) is not None
+        backends.append(_backend_pid(store))
+
+    for pid in ids[1:]:
+        thread = threading.Thread(target=one_claim, args=(pid,))
+        thread.start()
+        thread.join()
+    assert len(set(backends)) == 5, "each thread had a connection of its own while it ran"
+    assert store.partition_rows.direct_connections.open_count() == 1, "only the living thread's is open"
+    assert not any(_alive(store, b) for b in backends), "closed on the server too, not just forgotten"

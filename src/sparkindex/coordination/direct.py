@@ -15,8 +15,10 @@ Each thread keeps one connection of its own (a claimer thread runs its three sta
 back, and a pool checkout and reset per statement were a third of the cost), made by an unpooled
 autocommit engine for the store's URL: a dead one is replaced by a new connection, never by
 another pooled one that died with the same server. A connection is thrown away after any failure
-that leaves it anything but idle, when it is older than ``RECYCLE_S``, in a forked child, and by
-:meth:`DirectConnections.close` (every thread's, really closed; the store may go on afterwards).
+that leaves it anything but idle, when it is older than ``RECYCLE_S``, in a forked child, when its
+thread ends (a worker's lease renewer is a thread per partition: its connection must not outlive
+it), and by :meth:`DirectConnections.close` (every thread's, really closed; the store may go on
+afterwards).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -51,42 +54,42 @@ class DirectConnections:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._local = threading.local()
-        self._open: set[Any] = set()
+        #: every open connection and the finalizer that closes it with its thread
+        self._open: dict[Any, weakref.finalize[..., Any]] = {}
         self._guard = threading.Lock()
         self._generation = 0  # bumped by close(): connections of an earlier generation are gone
 
     def connection(self) -> Any:
         """This thread's DBAPI connection, made on first use (and after a discard or a close)."""
         local = self._local
-        fairy = getattr(local, "fairy", None)
-        if fairy is not None and (
-            local.generation != self._generation
-            or local.pid != os.getpid()
-            or time.monotonic() - local.born >= RECYCLE_S
+        held: _Held | None = getattr(local, "held", None)
+        if held is not None and (
+            held.generation != self._generation or held.pid != os.getpid() or time.monotonic() - held.born >= RECYCLE_S
         ):
             self.discard()
-            fairy = None
-        if fairy is None:
+            held = None
+        if held is None:
             fairy = self.engine.raw_connection()
             if not getattr(fairy.dbapi_connection, "autocommit", False):
                 fairy.close()
                 raise TypeError("direct statements need an autocommit engine (each statement its own transaction)")
             with self._guard:
-                self._open.add(fairy)
-                local.generation = self._generation
-            local.fairy, local.born, local.pid = fairy, time.monotonic(), os.getpid()
-        return fairy.dbapi_connection
+                held = _Held(fairy, time.monotonic(), os.getpid(), self._generation)
+                # a thread that ends drops its thread-local holder: its connection is closed then,
+                # not kept open for the store's life (a lease renewer is a thread per partition).
+                # The callback holds the table and lock, not this object, which may then go.
+                self._open[fairy] = held.finalizer = weakref.finalize(
+                    held, _release, self._open, self._guard, fairy, held.pid
+                )
+            local.held = held
+        return held.fairy.dbapi_connection
 
     def discard(self) -> None:
         """Close this thread's connection (it failed, is due for recycling, or was closed)."""
-        fairy = getattr(self._local, "fairy", None)
-        self._local.fairy = None
-        if fairy is None:
-            return
-        with self._guard:
-            self._open.discard(fairy)
-        if getattr(self._local, "pid", None) == os.getpid():  # a forked child leaves its parent's alone
-            _close(fairy)
+        held: _Held | None = getattr(self._local, "held", None)
+        self._local.held = None
+        if held is not None and held.finalizer is not None:
+            held.finalizer()  # runs once: closes the connection now
 
     def open_count(self) -> int:
         """How many threads hold a connection now."""
@@ -96,10 +99,30 @@ class DirectConnections:
     def close(self) -> None:
         """Close every thread's connection (the store is closing); a later statement reconnects."""
         with self._guard:
-            fairies, self._open = list(self._open), set()
+            fairies = list(self._open.items())
+            self._open.clear()
             self._generation += 1
-        for fairy in fairies:
-            _close(fairy)
+        for fairy, finalizer in fairies:
+            if finalizer.detach() is not None:  # not already closed by its thread's end
+                _close(fairy)
+
+
+def _release(open_: dict[Any, Any], guard: threading.Lock, fairy: Any, pid: int) -> None:
+    """A thread's connection is done with (its thread ended, or it was discarded): close it."""
+    with guard:
+        open_.pop(fairy, None)
+    if pid == os.getpid():  # a forked child leaves its parent's alone
+        _close(fairy)
+
+
+class _Held:
+    """A thread's connection, kept in its thread-local storage (freed with the thread)."""
+
+    __slots__ = ("__weakref__", "born", "fairy", "finalizer", "generation", "pid")
+
+    def __init__(self, fairy: Any, born: float, pid: int, generation: int) -> None:
+        self.fairy, self.born, self.pid, self.generation = fairy, born, pid, generation
+        self.finalizer: weakref.finalize[..., Any] | None = None
 
 
 def _close(fairy: Any) -> None:

@@ -28,6 +28,12 @@ from sparkindex.coordination.tables import SCHEMA_VERSION, Tables
 from sparkindex.errors import ConfigError, PermanentError, TransientError
 from sparkindex.extras import require_driver
 
+#: connections each of a store's two pools keeps open once used, and how many more it opens while
+#: that many are busy (closed again when returned). A Spark Python worker keeps one store for its
+#: life and runs one task at a time, so it uses one or two; a driver's threads (lock keeper,
+#: progress, head start) a few more. Behind PgBouncer these are client connections, cheap.
+POOL_SIZE, POOL_OVERFLOW = 4, 12
+
 #: how long a process waits for another to finish creating or upgrading the store's schema
 SCHEMA_LOCK_WAIT_S = 300
 
@@ -65,8 +71,7 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
     # No pre-ping: it would add a round trip to every one-statement claim. A server restart shows
     # as a disconnect on the first statement of a dead pooled connection; SQLAlchemy then
     # invalidates the whole pool and store.base.rerun_on_conflict reruns the statement. The pool
-    # keeps up to 16 connections (one per claimer thread of a worker process) instead of opening
-    # and closing overflow connections under load; it grows only as far as it is used.
+    # is small (POOL_SIZE kept, POOL_OVERFLOW more under load) and grows only as far as it is used.
     # A bounded connect: an unreachable server fails fast enough for the lock keeper to retry
     # (and, after its TTL, to report the lock lost) instead of hanging in a TCP handshake.
     options: dict[str, Any] = {"isolation_level": "AUTOCOMMIT"} if autocommit else {}
@@ -78,7 +83,7 @@ def make_engine(url: str, *, autocommit: bool = False, pooled: bool = True) -> E
         # store never prepares: it holds no session state at all (docs/deploy.md).
         connect_args["prepare_threshold"] = None
     if pooled:
-        options.update(pool_size=16, max_overflow=16, pool_recycle=1800)
+        options.update(pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_recycle=1800)
     else:
         # a NullPool connection is closed on return, so rolling it back first is a wasted round
         # trip, and on a connection the server dropped it fails and SQLAlchemy logs the failure

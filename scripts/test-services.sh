@@ -15,6 +15,17 @@ PG_PORT=${PG_PORT:-55432}
 MY_PORT=${MY_PORT:-53306}
 PG_BIN=/usr/lib/postgresql/15/bin
 
+mkdir -p "$SERVICES_DIR"
+chmod 755 "$SERVICES_DIR"
+# One run at a time: each pytest worker runs this script when its session starts (tests/conftest.py
+# `services`), and two runs must never start the same server, clone the same replica or install
+# the same package at once. flock holds the lock itself and closes it (-o) before it runs this
+# script again under it, so the servers started here never inherit it (a daemon holding the lock
+# would make every later run wait forever).
+if [ -z "${SPARKINDEX_SERVICES_LOCKED:-}" ]; then
+  exec env SPARKINDEX_SERVICES_LOCKED=1 flock -o "$SERVICES_DIR/.services.lock" bash "$0" "$@"
+fi
+
 need=()
 [ -x "$PG_BIN/postgres" ] || need+=(postgresql-15)
 [ -e /usr/lib/postgresql/15/lib/wal2json.so ] || need+=(postgresql-15-wal2json)
@@ -28,8 +39,6 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-mkdir -p "$SERVICES_DIR"
-chmod 755 "$SERVICES_DIR"
 
 # --- PostgreSQL -------------------------------------------------------------------------------
 PGDATA="$SERVICES_DIR/pg"

@@ -39,6 +39,9 @@ class ShippedPlans:
     plans: Mapping[str, IndexPlan]
     builders: dict[str, DocumentBuilder] = field(default_factory=dict)
     lookups: dict[str, SourceLookup] = field(default_factory=dict)
+    #: the same on the primary, with a read replica (verify's second look at drift)
+    primary_builders: dict[str, DocumentBuilder] = field(default_factory=dict)
+    primary_lookups: dict[str, SourceLookup] = field(default_factory=dict)
 
 
 @dataclass
@@ -50,6 +53,7 @@ class WorkerContext:
     pipeline: Pipeline
     store: CoordinationStore
     _source: Source | None = None
+    _primary: Source | None = None
     _target: Target | None = None
     _shipped: OrderedDict[str, ShippedPlans] = field(default_factory=OrderedDict)
 
@@ -62,6 +66,16 @@ class WorkerContext:
         return self._source
 
     @property
+    def primary(self) -> Source | None:
+        """With ``source.read_url``: the primary, which verify asks again about the ids the
+        replica's rows call drift (a replica is behind a live sync); None without one."""
+        if self.pipeline.source.read_url is None:
+            return None
+        if self._primary is None:
+            self._primary = open_source(self.pipeline)
+        return self._primary
+
+    @property
     def target(self) -> Target:
         if self._target is None:
             self._target = open_target(self.pipeline)
@@ -70,11 +84,13 @@ class WorkerContext:
     def close(self) -> None:
         """Close the source and the target it opened (the store is its caller's to close)."""
         source, self._source = self._source, None
+        primary, self._primary = self._primary, None
         target, self._target = self._target, None
         self._shipped.clear()
         try:
-            if source is not None:
-                source.close()
+            for opened in (source, primary):
+                if opened is not None:
+                    opened.close()
         finally:
             if target is not None:
                 target.close()
@@ -149,6 +165,25 @@ class PlannedResources:
         cached = self.plans.lookups.get(alias)
         if cached is None:
             cached = self.plans.lookups[alias] = SourceLookup(self.source, self.builder(alias).plan)
+        return cached
+
+    def primary_builder(self, alias: str) -> DocumentBuilder | None:
+        primary = self.context.primary
+        if primary is None:
+            return None
+        cached = self.plans.primary_builders.get(alias)
+        if cached is None:
+            plan = shipped_plan(self.plans.plans, alias)
+            cached = self.plans.primary_builders[alias] = make_builder(primary, plan, self.store.transform_cache)
+        return cached
+
+    def primary_lookup(self, alias: str) -> SourceLookup | None:
+        primary = self.context.primary
+        if primary is None:
+            return None
+        cached = self.plans.primary_lookups.get(alias)
+        if cached is None:
+            cached = self.plans.primary_lookups[alias] = SourceLookup(primary, self.builder(alias).plan)
         return cached
 
 

@@ -12,10 +12,15 @@ and the in-process runner both call :func:`run_range_task` with what a worker pr
   ``deletes: soft``, the tombstones (told by their content hash, no body read): a row that is
   gone is meant to leave one. With ``deletes: hard`` a tombstone is extra like any document.
 
+With a read replica (``source.read_url``) the ranges read the replica, and every id found
+drifted there is read again from the primary by key before it counts or is fixed
+(:mod:`sparkindex.verify.primary_check`): a replica behind a live sync must not undo its writes.
+
 With repair, a task writes its own fixes as it goes: missing and stale documents are indexed
-from the documents it just built (the source as of this read), duplicates are deleted and then
-indexed once, extra documents removed as a sync removes them (deleted, or with ``deletes: soft``
-turned into tombstones; :mod:`sparkindex.documents.tombstones`). On a target that routes,
+from the documents it just built (the source as of this read, the primary's for drifted ids),
+duplicates are deleted and then indexed once, extra documents removed as a sync removes them
+(deleted, or with ``deletes: soft`` turned into tombstones; :mod:`sparkindex.documents.tombstones`).
+On a target that routes,
 deletes carry the routing each copy is stored with, read back from the index whatever the plan
 says now, and a rewritten document's copies under another routing are deleted first. Removed root
 documents' transform cache entries are forgotten. Writes go
@@ -43,6 +48,7 @@ from sparkindex.targets.base import BulkItem, WriteMark
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.target import Target
 from sparkindex.verify.drift import RangeSummary
+from sparkindex.verify.primary_check import drifted, present_on_primary, recheck
 from sparkindex.worker.bulk import bulk_with_retries
 
 #: ids per hash lookup or existence query: one request each, small enough for any backend's
@@ -68,6 +74,15 @@ class Resources(Protocol):
 
     def lookup(self, alias: str) -> SourceLookup:
         """Which ids the source would still build, for *alias* (cached with its builder)."""
+        ...
+
+    def primary_builder(self, alias: str) -> DocumentBuilder | None:
+        """With a read replica: *alias*'s builder on the primary, which drift is asked again
+        (:mod:`sparkindex.verify.primary_check`); None when the source is the primary."""
+        ...
+
+    def primary_lookup(self, alias: str) -> SourceLookup | None:
+        """With a read replica: which ids the primary would still build; else None."""
         ...
 
 
@@ -144,8 +159,21 @@ def check_source_range(res: Resources, task: RangeTask, options: TaskOptions) ->
     summary = RangeSummary(task.alias, "source")
     fixer = RangeRepair(res, task, options) if options.repair and task.index is not None else None
     rng = KeyRange(load_key(task.after), load_key(task.upto))
+    primary = res.primary_builder(task.alias) if task.index is not None else None
     for page in _pages(builder, rng, options):
-        compare_page(res.target, task.index, page.docs, page.failures, summary, fixer)
+        if primary is None or task.index is None:
+            compare_page(res.target, task.index, page.docs, page.failures, summary, fixer)
+            continue
+        docs, failures = page.docs, page.failures
+        found = index_hashes(res.target, task.index, [d.id for d in docs] + [f.doc_id for f in failures])
+        suspects = drifted(docs, failures, found)
+        if suspects:  # read on a replica: what counts, and is written, is what the primary says
+            lookup = res.primary_lookup(task.alias)
+            assert lookup is not None
+            now = recheck(res.target, task.index, primary, lookup, suspects, docs, failures, found)
+            docs, failures = now.docs, now.failures
+            _gone(summary, now.gone, fixer)
+        compare_page(res.target, task.index, docs, failures, summary, fixer, found)
     if fixer is not None:
         fixer.finish()
     return summary
@@ -158,10 +186,13 @@ def compare_page(
     failures: Sequence[DocumentError],
     summary: RangeSummary,
     fixer: RangeRepair | None = None,
+    found: dict[str, list[str]] | None = None,
 ) -> None:
-    """Classify one page's documents against the index's copies of the same ids."""
+    """Classify one page's documents against the index's copies of the same ids (*found*: those
+    copies, when the caller read them already)."""
     ids = [d.id for d in docs] + [f.doc_id for f in failures]
-    found = index_hashes(target, index, ids) if index is not None and ids else {}
+    if found is None:
+        found = index_hashes(target, index, ids) if index is not None and ids else {}
     summary.checked += len(ids)
     duplicated: list[BuiltDocument] = []
     rewrite: list[BuiltDocument] = []
@@ -196,6 +227,18 @@ def compare_page(
         fixer.fix(summary, duplicated, rewrite)
 
 
+def _gone(summary: RangeSummary, gone: dict[str, int], fixer: RangeRepair | None) -> None:
+    """Rows the replica still has and the primary no longer does, whose documents the index
+    still holds: extra (counted as matched copies, so the index-side pass does not look for
+    them again), and with repair removed as a sync removes them."""
+    for doc_id, live in gone.items():
+        summary.matched += live
+        summary.extra += live
+        summary.note_sample("extra", doc_id)
+    if fixer is not None and gone:
+        fixer.delete(summary, list(gone))
+
+
 # -- index side ----------------------------------------------------------------------------------------
 def check_index_range(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary:
     summary = RangeSummary(task.alias, "index")
@@ -206,8 +249,12 @@ def check_index_range(res: Resources, task: RangeTask, options: TaskOptions) -> 
     fixer = RangeRepair(res, task, options) if options.repair else None
     pending: dict[str, list[str]] = {}  # id -> the hash of each copy seen
 
+    primary = res.primary_lookup(task.alias)
+
     def flush() -> None:
         present = lookup.existing(list(pending))
+        # read on a replica: an id it lacks may be a row the primary has (inserted since)
+        present |= present_on_primary(primary, [d for d in pending if d not in present])
         extra: list[str] = []
         for doc_id in (d for d in pending if d not in present):
             hashes = pending[doc_id]

@@ -276,11 +276,21 @@ def _fill(report: VerifyReport, s: RangeSummary, repair: bool, counted: int) -> 
 class LocalResources:
     """A worker's resources in the calling process (tests, small indexes, no Spark)."""
 
-    def __init__(self, source: Source, target: Target, plans: dict[str, IndexPlan], store: Any = None) -> None:
+    def __init__(
+        self,
+        source: Source,
+        target: Target,
+        plans: dict[str, IndexPlan],
+        store: Any = None,
+        primary: Source | None = None,
+    ) -> None:
+        """*primary*: when *source* is a read replica, its primary (drift is asked again there)."""
         self._source, self._target, self._store = source, target, store
         cache = None if store is None else store.transform_cache
         self._builders = {alias: make_builder(source, plan, cache) for alias, plan in plans.items()}
         self._lookups: dict[str, SourceLookup] = {}
+        self._primary = {} if primary is None else {a: make_builder(primary, p, cache) for a, p in plans.items()}
+        self._primary_lookups = {a: SourceLookup(b.source, b.plan) for a, b in self._primary.items()}
 
     @property
     def source(self) -> Source:
@@ -303,6 +313,12 @@ class LocalResources:
         if alias not in self._lookups:
             self._lookups[alias] = SourceLookup(self._source, self._builders[alias].plan)
         return self._lookups[alias]
+
+    def primary_builder(self, alias: str) -> DocumentBuilder | None:
+        return self._primary.get(alias)
+
+    def primary_lookup(self, alias: str) -> SourceLookup | None:
+        return self._primary_lookups.get(alias)
 
 
 def local_runner(res: Resources) -> Runner:

@@ -120,8 +120,8 @@ def _executor(
     store: CoordinationStore | None = None
     try:
         store = open_store_url(url, prefix)
+        store.engine.dispose()  # the idle pooled connection of opening (closed first: N, never 2N, at once)
         store.partition_rows.direct_connections.connection()  # connected before the clock starts
-        store.engine.dispose()  # the idle pooled connection of opening: only the hot path's is held
         ready.wait(WAIT_S)  # connected
         go.wait(WAIT_S)
         if abandon.is_set():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -194,4 +195,7 @@ def test_a_thread_that_ends_takes_its_connection_with_it(store: CoordinationStor
         thread.join()
     assert len(set(backends)) == 5, "each thread had a connection of its own while it ran"
     assert store.partition_rows.direct_connections.open_count() == 1, "only the living thread's is open"
+    deadline = time.monotonic() + 10  # a backend leaves pg_stat_activity a moment after its client closes
+    while any(_alive(store, b) for b in backends) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not any(_alive(store, b) for b in backends), "closed on the server too, not just forgotten"

@@ -81,6 +81,7 @@ class DirectConnections:
                 self._open[fairy] = held.finalizer = weakref.finalize(
                     held, _release, self._open, self._guard, fairy, held.pid
                 )
+                held.finalizer.atexit = False  # at exit the process's sockets close anyway
             local.held = held
         return held.fairy.dbapi_connection
 
@@ -108,11 +109,14 @@ class DirectConnections:
 
 
 def _release(open_: dict[Any, Any], guard: threading.Lock, fairy: Any, pid: int) -> None:
-    """A thread's connection is done with (its thread ended, or it was discarded): close it."""
+    """A thread's connection is done with (its thread ended, or it was discarded): close it.
+    In a forked child (whose other threads' holders go during the fork itself) nothing is
+    touched: the parent's lock may have been held at the fork, and the connection is the parent's."""
+    if pid != os.getpid():
+        return
     with guard:
         open_.pop(fairy, None)
-    if pid == os.getpid():  # a forked child leaves its parent's alone
-        _close(fairy)
+    _close(fairy)
 
 
 class _Held:

@@ -285,7 +285,16 @@ def _schema_lock(engine: Engine, tables: Tables) -> Iterator[sa.Connection]:
         with engine.begin() as conn:
             if dialect == "postgresql":
                 key = zlib.crc32(f"sparkindex:{name}".encode())
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{SCHEMA_LOCK_WAIT_S}s'")
+                try:
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+                except sa.exc.OperationalError as exc:
+                    if getattr(exc.orig, "sqlstate", None) != "55P03":  # lock_not_available
+                        raise
+                    raise TransientError(
+                        f"coordination store: another process has been creating or upgrading {name} for over "
+                        f"{SCHEMA_LOCK_WAIT_S} s"
+                    ) from None
             yield conn
         return
     with engine.connect() as conn:

@@ -44,7 +44,7 @@ def run_checks(pipeline: Pipeline, options: Options | None = None) -> list[Check
             checks += _area("changes", lambda: _changes(pipeline, found, aliases, options))
         checks += _area("replica", lambda: check_replica(pipeline, options))
         checks += _area("store", lambda: check_store(pipeline, options))
-        checks += _area("pooler", lambda: check_pooling(pipeline))
+        checks += _area("pooler", lambda: check_pooling(pipeline, options))
         checks += _area("target", lambda: check_target(pipeline, aliases, options))
         checks += _area("spark", lambda: check_spark(pipeline, options))
     finally:

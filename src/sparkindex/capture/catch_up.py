@@ -231,6 +231,19 @@ class CatchUp:
         is shared with the job that starts afresh)."""
         self.positions.forget(catch_up_group(job_id))
 
+    def withdraw(self, job_id: str) -> None:
+        """A new job refused before its first read: its slot dropped (else it would hold the
+        primary's WAL or binlog until the next job of these aliases), its position and its
+        hand-over records forgotten."""
+        if self._mode() is not None:
+            changes = self._source()
+            try:
+                changes.drop()
+            finally:
+                changes.close()
+        self.positions.forget(catch_up_group(job_id))
+        self.holds.forget_handover(job_id)
+
     def wrote(self, job_id: str, alias: str) -> bool:
         """Whether an earlier run's catch-up already wrote into the new version (so its document
         count no longer equals what the partitions acknowledged)."""

@@ -23,6 +23,7 @@ from sparkindex.errors import ConfigError
 from sparkindex.jobs.progress import ProgressListener
 from sparkindex.sources.base import Source
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
+from sparkindex.sources.replica import NotThePrimarysReplica, ReplicaBehind
 from sparkindex.targets.target import Target
 
 if TYPE_CHECKING:
@@ -116,9 +117,13 @@ class JobPlanner:
             for a, (plan, m) in plans.items()
         }
         store.job_rows.update_job(job.id, targets=targets)
-        if self.catch_up is not None:  # the log position is recorded before any partition reads a row
-            self.catch_up.record_start(job.id, targets)
-        self.before_reads()  # a read replica has replayed the primary's position (past P0) by now
+        try:
+            if self.catch_up is not None:  # the log position is recorded before any partition reads a row
+                self.catch_up.record_start(job.id, targets)
+            self.before_reads()  # a read replica has replayed the primary's position (past P0) by now
+        except (ReplicaBehind, NotThePrimarysReplica) as exc:
+            self.withdraw(job.id, targets, str(exc), fence)
+            raise
         specs = plan_partitions(
             source,
             [EntityPlanInput(plan.config, plan.table, plan.id_columns) for plan, _ in plans.values()],
@@ -126,6 +131,22 @@ class JobPlanner:
         )
         store.partition_rows.add_partitions(job.id, specs)
         return store.job_rows.transition_job(job.id, JobStatus.READY, fence=fence)
+
+    def withdraw(self, job_id: str, targets: dict[str, str], reason: str, fence: dict[str, int]) -> None:
+        """A new job refused before its first read (the read replica did not reach P0): it
+        leaves nothing behind, neither its slot and catch-up position, nor its empty versions,
+        and it ends FAILED, never to be resumed (a later run starts afresh)."""
+        store = self.store
+        if self.catch_up is not None:
+            self.catch_up.withdraw(job_id)
+        for index in targets.values():
+            try:
+                self.target.delete_version(index)
+            except Exception as exc:  # noqa: BLE001 - the refusal stands; gc deletes it later
+                log.warning("could not delete version %s of the refused job %s: %s", index, job_id, exc)
+            store.ledger.drop_versions(index)
+        store.job_rows.update_job(job_id, targets={})
+        store.job_rows.transition_job(job_id, JobStatus.FAILED, error=(NOT_RESUMABLE + reason)[:4000], fence=fence)
 
     def abandon(self, job: JobRecord, reason: str, fence: dict[str, int]) -> None:
         """*job* is never to be resumed: FAILED, its error saying so (recovery.NOT_RESUMABLE), its

@@ -40,16 +40,25 @@ class ReplicaBehind(ConfigError):
     refused (exit 2) rather than read, since its rows would be older than the job's start."""
 
 
+class NotThePrimarysReplica(ConfigError):
+    """``source.read_url`` names a server that does not receive the primary's changes (a
+    replica of another server, or another server altogether): refused (exit 2), never read."""
+
+
 @dataclass(frozen=True)
 class ReplicaStatus:
     """What the replica says of itself: whether it replays another server's log at all, the
     position it has replayed, how far behind it is in words (for logs, errors and check), and in
-    seconds where the server can tell (0 when it has replayed the position asked about)."""
+    seconds where the server can tell (0 when it has replayed the position asked about); and
+    *stalled*, why it will not catch up by itself (replay paused, replication threads stopped or
+    failed), else empty: such a replica's lag in seconds may say nothing (MariaDB reports none
+    while its SQL thread is stopped)."""
 
     is_replica: bool
     replayed: str
     behind: str
     lag_s: float | None
+    stalled: str = ""
 
 
 class ReplicaLink(ABC):
@@ -72,6 +81,12 @@ class ReplicaLink(ABC):
         """Whether the replica replicates from this primary (None: it cannot be told cheaply)."""
 
     @abstractmethod
+    def is_primary(self) -> bool:
+        """Whether the server read is provably the primary itself (not merely a server that
+        replicates from nobody: that may be another database's primary, or a promoted copy
+        that no longer receives the primary's writes)."""
+
+    @abstractmethod
     def reached(self, position: str, timeout_s: float) -> bool:
         """Whether the replica has replayed *position*, waiting up to *timeout_s* where the server
         can wait itself (else answering at once)."""
@@ -82,18 +97,33 @@ def wait_for_replica(link: ReplicaLink, max_lag_s: float, why: str) -> None:
     raise :class:`ReplicaBehind` when it has not within *max_lag_s*. *why* names the job, for the
     log. (:func:`sparkindex.sources.registry.replica_link` makes the link for a pair of sources.)
 
-    A server that is not a replica (``read_url`` naming a primary, or a promoted replica) is
-    current by definition: it is read without a wait, and said once."""
+    A replica of another server is refused at once: its rows are another database's. A server
+    that replays no log and has not reached the position is read without a wait only when it
+    is provably the primary itself (``read_url`` naming the primary, say through another
+    address); any other such server (another primary, a promoted copy) never receives what the
+    primary commits, so waiting for it is pointless and reading it would lose those changes."""
     replica = link.replica
+    where = redact_url(replica.url)
+    if link.follows_primary() is False:
+        raise NotThePrimarysReplica(
+            f"source.read_url: {where} replicates from another server than source.url: its rows are "
+            "another database's; nothing was read from it. Point source.read_url at a replica of source.url"
+        )
     position = link.primary_position()
     if link.reached(position, 0):
         return
     first = link.status(position)
     if not first.is_replica:
-        where = redact_url(replica.url)
+        if not link.is_primary():
+            raise NotThePrimarysReplica(
+                f"source.read_url: {where} is not a replica (it replays no primary's log) and has not "
+                f"reached the primary's position {position}: it is not source.url's server, so it would "
+                "never have the primary's changes; nothing was read from it. Point source.read_url at a "
+                "replica of source.url, or remove it to read the primary"
+            )
         if where not in _REPORTED_PRIMARIES:
             _REPORTED_PRIMARIES.add(where)
-            log.info("source.read_url %s is not a replica (it replays no primary's log): read as it is", where)
+            log.info("source.read_url %s is the primary itself: read as it is", where)
         return
     log.info(
         "%s: waiting for the replica source.read_url %s to replay the primary's position %s "

@@ -29,8 +29,15 @@ from sparkindex.capture.sync.state import RunState
 from sparkindex.config.model import Pipeline
 from sparkindex.config.secrets import error_line
 from sparkindex.coordination.offsets import GroupOffset
-from sparkindex.errors import LogGap
+from sparkindex.errors import LogGap, TransientError
 from sparkindex.sources.change_source import ChangeSource, Gap
+from sparkindex.sources.replica import ReplicaBehind
+
+
+class ReplicaLagging(TransientError):
+    """A gap's reconcile found the read replica behind for longer than
+    ``source.max_replica_lag_s``: retried later (exit 3), unlike a reindex's refusal."""
+
 
 log = logging.getLogger(__name__)
 
@@ -106,15 +113,20 @@ def reconcile(
     pass found per alias, and how many documents the target rejected (dead-lettered)."""
     from sparkindex.verify.run import run_verify
 
-    outcome = run_verify(
-        pipeline,
-        list(aliases),
-        repair_drift=True,
-        spark_factory=spark,
-        trigger="sync-gap",
-        store=store,
-        check_after=False,  # the stream from P applies what was written meanwhile
-    )
+    try:
+        outcome = run_verify(
+            pipeline,
+            list(aliases),
+            repair_drift=True,
+            spark_factory=spark,
+            trigger="sync-gap",
+            store=store,
+            check_after=False,  # the stream from P applies what was written meanwhile
+        )
+    except ReplicaBehind as exc:
+        # a lag spike of source.read_url: the next attempt may find it caught up, so the sync
+        # must not stop for good (exit 2) over it; nothing was applied, the offsets stand
+        raise ReplicaLagging(f"reconciling the gap waits for source.read_url: {exc}") from exc
     found = outcome.before if outcome.before is not None else outcome.reports
     reconciled = {r.alias: {k: int(getattr(r, k)) for k in RECONCILED_KINDS} for r in found}
     rejected = sum((r.repaired or {}).get("failed", 0) for r in found)

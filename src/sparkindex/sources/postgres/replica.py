@@ -29,6 +29,16 @@ class PostgresReplicaLink(ReplicaLink):
             replica = conn.execute(query).scalar_one()
         return bool(primary == replica)
 
+    def is_primary(self) -> bool:
+        """The primary's own cluster, not in recovery. (A promoted copy has the same identifier:
+        it is told apart by the position it has not reached, which the caller asked first.)"""
+        query = sa.text("SELECT system_identifier, pg_is_in_recovery() FROM pg_control_system()")
+        with self.primary.connect("the primary's system identifier") as conn:
+            primary = conn.execute(query).one()[0]
+        with self.replica.connect("the read server's system identifier") as conn:
+            replica, in_recovery = conn.execute(query).one()
+        return bool(primary == replica and not in_recovery)
+
     def _replayed(self, position: str) -> bool:
         with self.replica.connect("the replica's replayed WAL position") as conn:
             done = conn.execute(
@@ -57,13 +67,13 @@ class PostgresReplicaLink(ReplicaLink):
             in_recovery, replayed, diff, paused, age = conn.execute(query, {"lsn": position}).one()
         if not in_recovery:
             return ReplicaStatus(False, "", "not in recovery: a primary, current", 0.0)
+        stalled = "replay paused (pg_wal_replay_resume() resumes it)" if paused else ""
         behind_bytes = max(0, int(diff or 0))
         if behind_bytes == 0 and replayed is not None:
-            return ReplicaStatus(True, replayed, "caught up", 0.0)
-        words = f"{behind_bytes} bytes of WAL behind"
-        if paused:
-            words += ", replay paused (pg_wal_replay_resume() resumes it)"
+            # nothing to replay: current however old its last transaction is (a quiet primary)
+            return ReplicaStatus(True, replayed, "caught up" + (f", {stalled}" if stalled else ""), 0.0, stalled)
+        words = f"{behind_bytes} bytes of WAL behind" + (f", {stalled}" if stalled else "")
         lag = None if age is None else max(0.0, float(age))
         if lag is not None:
             words += f", last replayed transaction {lag:.1f}s old"
-        return ReplicaStatus(True, replayed or "nothing", words, lag)
+        return ReplicaStatus(True, replayed or "nothing", words, lag, stalled)

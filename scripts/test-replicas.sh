@@ -55,7 +55,12 @@ pg_streaming() {  # the replica receives WAL from its primary (within a few seco
   return 1
 }
 
-if ! "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_REPLICA_PORT"; then
+pg_ready() { "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_REPLICA_PORT"; }
+if ! pg_ready && [ -f "$REPLICA/PG_VERSION" ] && su postgres -c "$PG_BIN/pg_ctl -D '$REPLICA' status" >/dev/null 2>&1; then
+  # it runs and is still starting (another run of this script started it): wait, never start it twice
+  for _ in $(seq 1 600); do pg_ready && break; sleep 0.1; done
+fi
+if ! pg_ready; then
   if [ ! -f "$REPLICA/standby.signal" ] || [ "$(system_id "$REPLICA")" != "$(system_id "$PGDATA")" ]; then
     make_pg_replica
   fi
@@ -107,7 +112,10 @@ if ! mariadb-admin -h 127.0.0.1 -P "$MY_REPLICA_PORT" -u root --silent ping >/de
 fi
 if [ -z "$(slave_field Master_Host)" ]; then
   follow_primary  # a new replica
-elif [ "$(slave_field Last_IO_Errno)" != 0 ] || [ "$(slave_field Last_SQL_Errno)" != 0 ]; then
+elif { [ "$(slave_field Slave_IO_Running)" = No ] && [ "$(slave_field Last_IO_Errno)" != 0 ]; } ||
+  { [ "$(slave_field Slave_SQL_Running)" = No ] && [ "$(slave_field Last_SQL_Errno)" != 0 ]; }; then
+  # only a thread that stopped on its error: an IO thread still retrying (the primary restarting)
+  # keeps its position, and gtid_slave_pos of a running SQL thread is never reset
   # its position is gone from the primary's binlog (purged, RESET MASTER) or an event failed:
   # the replica tests' databases are made afresh per test, so the history before now is not needed
   echo "the MariaDB replica stopped on an error: following the primary from its current position" >&2

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.resources import open_source_url, open_store
@@ -36,12 +37,15 @@ KINDS = ("missing", "extra", "stale", "duplicates")
 def shop(tmp_path: Path, services: dict[str, str]) -> Iterator[Shop]:
     start_replicas()
     shop = make_pg_shop(tmp_path / "shop", services["postgres"], products=PRODUCTS)
-    replica = replica_url(shop.url, REPLICA_PORT)
-    query(replica, "SELECT pg_wal_replay_resume()")  # a test that died paused may have left it so
+    # the server's own database: the shop's may not have reached the replica yet
+    server = sa.make_url(replica_url(shop.url, REPLICA_PORT)).set(database="postgres").render_as_string(False)
+    query(server, "SELECT pg_wal_replay_resume()")  # a test that died paused may have left it so
+    has = "SELECT count(*) FROM pg_database WHERE datname = :d"
+    wait_until(lambda: query(server, has, {"d": sa.make_url(shop.url).database})[0][0] == 1, 60, "the shop replicated")
     try:
         yield shop
     finally:
-        query(replica, "SELECT pg_wal_replay_resume()")
+        query(server, "SELECT pg_wal_replay_resume()")
         drop_pg_shop(shop, services["postgres"])
 
 

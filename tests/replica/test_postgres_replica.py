@@ -66,7 +66,8 @@ def test_a_rebuild_waits_for_a_lagging_replica_and_a_replica_past_the_bound_is_r
         60,
         "the replica to have the shop",
     )
-    query(replica, "SELECT pg_wal_replay_pause()")
+    query(replica, "SELECT pg_wal_replay_pause()")  # asked; replay pauses between records
+    wait_until(lambda: query(replica, "SELECT pg_get_wal_replay_pause_state()")[0][0] == "paused", 30, "paused")
     shop.sql("UPDATE products SET name = 'before the rebuild' WHERE id = 1")  # the replica is behind
 
     # 1. past the bound: refused naming the key, the bound and how far behind; nothing built

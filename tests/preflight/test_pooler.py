@@ -164,4 +164,5 @@ def test_a_store_behind_a_statement_pooler_is_refused(
     with private_bouncer("statement", "extra_float_digits") as server:
         refusal = checks_of(_write(tmp_path, source, f"{server}/sparkindex", prefix))["store.pooler"]
     assert refusal.status == "FAIL", refusal
-    assert "statement pooling" in refusal.detail and refusal.fix is not None and "pool_mode = transaction" in refusal.fix
+    assert "statement pooling" in refusal.detail
+    assert refusal.fix is not None and "pool_mode = transaction" in refusal.fix

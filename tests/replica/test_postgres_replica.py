@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkindex.resources import open_store
 from tests.capture.helpers import Shop, drop_pg_shop, make_pg_shop, wait_until
 from tests.cli_process import LoggedProcess
 from tests.replica.helpers import (
@@ -56,6 +57,22 @@ def _rows_read_on(url: str) -> int:
     return int(read)
 
 
+def _p0_recorded(shop: Shop) -> bool:
+    """The reindex's catch-up group has its start position in the store: P0 is recorded."""
+    with open_store(shop.pipeline) as store:
+        return any(o.group.startswith("reindex:") for o in store.offsets.every_group())
+
+
+def _write_after_p0(shop: Shop) -> dict[str, str | None]:
+    """An update and an insert after P0, with hostile text; what the index must hold after."""
+    shop.sql("UPDATE products SET name = :n WHERE id = 4", params={"n": 'after P0; Zoë, "quoted" | again'})
+    shop.sql(
+        "INSERT INTO products (id, name, description, price, stock, category_id, created_at) "
+        "VALUES (900002, 'after P0, inserted', 'new', 3.5, 1, 1, '2026-02-03 00:00:00')"
+    )
+    return {"4": 'after P0; Zoë, "quoted" | again', "900002": "after P0, inserted"}
+
+
 def test_a_rebuild_waits_for_a_lagging_replica_and_a_replica_past_the_bound_is_refused(shop: Shop) -> None:
     replica = replica_url(shop.url, REPLICA_PORT)
     wait_until(
@@ -86,18 +103,35 @@ def test_a_rebuild_waits_for_a_lagging_replica_and_a_replica_past_the_bound_is_r
     # 2. within the bound: the reindex waits, saying so; writes meanwhile; replay resumes
     set_read_url(shop, replica, 120)
     before = _rows_read_on(replica)
+    primary_before = _rows_read_on(shop.url)
     process = LoggedProcess([str(CLI), "reindex", "-c", str(shop.directory / "pipeline.yaml")], shop.directory / "logs")
     try:
         wait_for_line(process, "waiting for the replica", 120)
         assert "replay paused" in process.stderr_text()
         expected = write_during_rebuild(shop)
         query(replica, "SELECT pg_wal_replay_resume()")
-        assert process.wait(timeout=240) == 0, process.stderr_text()[-3000:]
+        # 3. once the catch-up position P0 is recorded, the replica falls behind again, and more
+        # is written: only the catch-up, which reads the primary's log and rows, can bring it in
+        waits = process.stderr_text().count("waiting for the replica")  # the first wait's
+        wait_until(lambda: process.assert_running("the reindex") and _p0_recorded(shop), 120, "P0 recorded")
+        query(replica, "SELECT pg_wal_replay_pause()")
+        expected |= _write_after_p0(shop)
+
+        def resumed_when_waited_on() -> bool:  # the reindex may wait for it again, or go on
+            if process.stderr_text().count("waiting for the replica") > waits:
+                query(replica, "SELECT pg_wal_replay_resume()")
+            return process.poll() is not None
+
+        wait_until(resumed_when_waited_on, 240, "the reindex to end")
+        assert process.wait(timeout=10) == 0, process.stderr_text()[-3000:]
     finally:
+        query(replica, "SELECT pg_wal_replay_resume()")
         if process.poll() is None:
             process.kill()
             process.wait()
     assert "replayed position" in process.stderr_text()
+    # the primary was not where the rows were read: less than one full read of the table there
+    assert _rows_read_on(shop.url) - primary_before < PRODUCTS
     # the partitions read the replica: every row of the table, at least
     assert _rows_read_on(replica) - before >= PRODUCTS
     # change capture is the primary's: the pipeline's slots are there, a standby has none

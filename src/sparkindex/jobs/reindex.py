@@ -135,7 +135,8 @@ class ReindexJob:
             self._fingerprint = plan_fingerprint(plans, p)
             with open_store(p) as store:
                 job = self._run_locked(store, source, target, plans)
-                return self._summary(store, source, target, job, plans, time.monotonic() - started)
+                # the rows counted where the full load read them (a replica's count(*) spares the primary)
+                return self._summary(store, self._reads, target, job, plans, time.monotonic() - started)
 
     def _run_locked(self, store: CoordinationStore, source: Source, target: Target, plans: dict[str, Any]) -> JobRecord:
         """Lock the aliases, plan or resume the job, run its passes and finalize it; the locks

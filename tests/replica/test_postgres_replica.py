@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from sparkindex.resources import open_store
 from tests.capture.helpers import Shop, drop_pg_shop, make_pg_shop, wait_until
@@ -39,12 +40,13 @@ PRODUCTS = 300
 def shop(tmp_path: Path, services: dict[str, str]) -> Iterator[Shop]:
     start_replicas()
     shop = make_pg_shop(tmp_path / "shop", services["postgres"], products=PRODUCTS)
-    replica = replica_url(shop.url, REPLICA_PORT)
-    query(replica, "SELECT pg_wal_replay_resume()")  # a test that died paused may have left it so
+    # the server's own database: the shop's may not have reached the replica yet
+    server = sa.make_url(replica_url(shop.url, REPLICA_PORT)).set(database="postgres").render_as_string(False)
+    query(server, "SELECT pg_wal_replay_resume()")  # a test that died paused may have left it so
     try:
         yield shop
     finally:
-        query(replica, "SELECT pg_wal_replay_resume()")
+        query(server, "SELECT pg_wal_replay_resume()")
         drop_pg_shop(shop, services["postgres"])
 
 
@@ -75,9 +77,12 @@ def _write_after_p0(shop: Shop) -> dict[str, str | None]:
 
 def test_a_rebuild_waits_for_a_lagging_replica_and_a_replica_past_the_bound_is_refused(shop: Shop) -> None:
     replica = replica_url(shop.url, REPLICA_PORT)
+    server = sa.make_url(replica).set(database="postgres").render_as_string(False)
+    name = sa.make_url(shop.url).database
     wait_until(
         lambda: (
-            query(replica, "SELECT to_regclass('products') IS NOT NULL")[0][0]
+            query(server, "SELECT count(*) FROM pg_database WHERE datname = :d", {"d": name})[0][0] == 1
+            and query(replica, "SELECT to_regclass('products') IS NOT NULL")[0][0]
             and query(replica, "SELECT count(*) FROM products")[0][0] == PRODUCTS
         ),
         60,

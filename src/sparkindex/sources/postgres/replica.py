@@ -1,7 +1,7 @@
 """A PostgreSQL streaming replica: WAL positions (LSNs) on both sides.
 
-The primary's ``pg_current_wal_lsn()`` is past everything it had committed when asked; the
-replica has applied all of it once ``pg_last_wal_replay_lsn()`` is at or past it. PostgreSQL
+The primary's position (:meth:`PostgresReplicaLink.primary_position`) is past everything it had
+committed when asked; the replica has applied all of it once ``pg_last_wal_replay_lsn()`` is at or past it. PostgreSQL
 has no server-side wait for an LSN before version 18, so :meth:`reached` polls (the caller backs
 off between polls).
 """
@@ -17,8 +17,31 @@ from sparkindex.sources.replica import ReplicaLink, ReplicaStatus
 
 class PostgresReplicaLink(ReplicaLink):
     def primary_position(self) -> str:
+        """A WAL position at or past every commit the primary had made when asked, that a
+        replica can reach. Its insert position covers a commit made with ``synchronous_commit =
+        off`` (visible, maybe before P0, while its WAL is not yet written), but the WAL after the
+        last commit may stay unflushed, never sent to a replica, for as long as nothing commits.
+        So: the insert position once the primary has flushed that far; else, once the WAL writer
+        has had time to flush every asynchronous commit (three ``wal_writer_delay``), the flush
+        position then reached, which is past them all."""
         with self.primary.connect("the primary's WAL position") as conn:
-            return str(conn.execute(sa.text("SELECT pg_current_wal_lsn()::text")).scalar_one())
+            inserted, delay_ms = conn.execute(
+                sa.text("SELECT pg_current_wal_insert_lsn()::text, current_setting('wal_writer_delay')::interval")
+            ).one()
+            deadline = time.monotonic() + 3 * delay_ms.total_seconds() + 0.1
+            while True:
+                flushed, done = conn.execute(
+                    sa.text(
+                        "SELECT pg_current_wal_flush_lsn()::text, pg_current_wal_flush_lsn() >= CAST(:i AS pg_lsn)"
+                    ),
+                    {"i": inserted},
+                ).one()
+                if done:
+                    return str(inserted)
+                if time.monotonic() >= deadline:
+                    return str(flushed)
+                conn.rollback()  # a fresh snapshot of the positions each time
+                time.sleep(0.02)
 
     def follows_primary(self) -> bool | None:
         """A streaming replica is a copy of its primary's cluster: the same system identifier."""

@@ -236,13 +236,17 @@ class CatchUp:
         primary's WAL or binlog until the next job of these aliases), its position and its
         hand-over records forgotten."""
         if self._mode() is not None:
-            changes = self._source()
-            try:
-                changes.drop()
-            finally:
-                changes.close()
+            self._drop_slot()
         self.positions.forget(catch_up_group(job_id))
         self.holds.forget_handover(job_id)
+
+    def _drop_slot(self) -> None:
+        """Drop the job's own slot, which would otherwise hold the primary's log."""
+        changes = self._source()
+        try:
+            changes.drop()
+        finally:
+            changes.close()
 
     def wrote(self, job_id: str, alias: str) -> bool:
         """Whether an earlier run's catch-up already wrote into the new version (so its document
@@ -427,11 +431,7 @@ class CatchUp:
             if handed:
                 self.positions.save(group, handed)
         if full:
-            changes = self._source()
-            try:
-                changes.drop()
-            finally:
-                changes.close()
+            self._drop_slot()
             self.positions.forget(catch_up_group(job_id))
         self.holds.forget_handover(job_id)
 

@@ -38,6 +38,7 @@ from sparkindex.config.urls import normalize_url
 from sparkindex.preflight.model import Check, Options, fail, ok
 from sparkindex.preflight.source import with_connect_timeout
 from sparkindex.resources import open_source_url
+from sparkindex.sources.registry import url_scheme
 
 #: how long the store's probe may take before it is cancelled (and nothing is reported)
 PROBE_S = 3.0
@@ -163,4 +164,4 @@ def _source_urls(pipeline: Pipeline) -> list[tuple[str, str]]:
 
 
 def _is_postgres(url: str) -> bool:
-    return url.split(":", 1)[0].split("+", 1)[0] in ("postgresql", "postgres")
+    return url_scheme(url) == "postgresql"

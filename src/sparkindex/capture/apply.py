@@ -235,6 +235,7 @@ class Applier:
                     routing=doc.routing,
                     fields=doc.fields,
                     sort_key=doc.sort_key,
+                    check=doc.check,
                 )
             )
         plan = consumer.builder.plan

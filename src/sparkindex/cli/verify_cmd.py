@@ -24,6 +24,18 @@ def report_line(r: dict[str, Any], prefix: str = "") -> str:
     )
 
 
+def path_line(r: dict[str, Any]) -> str:
+    """How the alias was compared: by range checksums (and how many ranges matched), or
+    document by document, and why."""
+    ranges = r.get("ranges") or {}
+    if r.get("path") == "checksums":
+        return (
+            f"compared by checksum: {ranges.get('matched', 0):,} of {ranges.get('compared', 0):,} ranges matched, "
+            f"{ranges.get('descended', 0):,} compared document by document"
+        )
+    return f"compared document by document: {r.get('path_reason') or 'no checksums'}"
+
+
 def print_report(report: dict[str, Any]) -> None:
     """Per alias: what the first pass found and repaired (with ``--repair``), then the final pass."""
     before = report.get("before")
@@ -37,6 +49,7 @@ def print_report(report: dict[str, Any]) -> None:
             )
     for r in report["aliases"].values():
         err.print(report_line(r, "after:    " if before is not None else ""))
+        err.print(f"  {escape(path_line(r))}", highlight=False)
         for note in r["notes"]:
             err.print(f"  [yellow]note:[/] {escape(note)}")
         for kind, ids in r["samples"].items():

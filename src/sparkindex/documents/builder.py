@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, cast
 
+from sparkindex.checksums import RangeChecksum, document_check
+from sparkindex.documents.built import BuiltDocument, Key, Page, Row
 from sparkindex.documents.fetch_order import grouped_order
 from sparkindex.documents.floats import (
     NO_FLOATS,
@@ -33,55 +35,6 @@ from sparkindex.documents.versions import external_version
 from sparkindex.errors import ConfigError, DocumentError
 from sparkindex.keys import document_id, sort_key
 from sparkindex.sources.base import KeyRange, Source, coerce_key
-from sparkindex.targets.base import BulkItem
-
-Row = tuple[Any, ...]
-Key = tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class BuiltDocument:
-    id: str
-    source: bytes  # canonical JSON
-    hash: str
-    #: the same document as the dict it was encoded from, for a target that needs its own
-    #: encoding (Tantivy), so that it need not decode ``source`` again; None when the source wrote
-    #: the canonical JSON itself (see canonical_sql), which such a target then decodes
-    fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
-    #: :func:`sparkindex.keys.sort_key` of the root row's key
-    sort_key: str | None = None
-    #: external version (:mod:`sparkindex.documents.versions`), when the index names a version column
-    version: int | None = None
-    #: join children: their parent's document id (the shard they must live on)
-    routing: str | None = None
-
-    def bulk_item(self) -> BulkItem:
-        """This document as the write that indexes it."""
-        return BulkItem(
-            self.id,
-            self.source,
-            self.hash,
-            version=self.version,
-            routing=self.routing,
-            fields=self.fields,
-            sort_key=self.sort_key,
-        )
-
-
-@dataclass(frozen=True)
-class Page:
-    """One keyset page: its documents, its per-document failures, and where the next page starts.
-
-    ``len(docs) + len(failures) == rows + children``: every row read is accounted for, the rows of
-    join relations (documents of their own) included. ``rows`` counts root rows only: a page of
-    fewer than the limit is the last.
-    """
-
-    docs: list[BuiltDocument]
-    failures: list[DocumentError]
-    rows: int
-    last_key: tuple[Any, ...] | None
-    children: int = 0
 
 
 class DocumentBuilder:
@@ -131,6 +84,12 @@ class DocumentBuilder:
         docs, failures = self.build(rows)
         children = len(docs) + len(failures) - len(rows)
         return Page(docs, failures, len(rows), self.key_of(rows[-1]) if rows else None, children)
+
+    def database_checksum(self, rng: KeyRange) -> RangeChecksum | None:
+        """Optional: the range's checksum (:mod:`sparkindex.checksums`) computed by the database
+        itself, without building a document here; None (the default) where it cannot, and the
+        caller builds the range's documents and sums their checks."""
+        return None
 
     def by_keys(self, keys: Sequence[Key]) -> tuple[list[BuiltDocument], list[DocumentError], list[str]]:
         """The documents of the root rows with these id keys (change capture rebuilds by key).
@@ -233,8 +192,16 @@ class DocumentBuilder:
         if isinstance(checked, DocumentError):
             return checked
         doc_id, number = checked
+        key_ = self._hash_key
         return BuiltDocument(
-            doc_id, canonical, content_hash(canonical, self._hash_key), None, sort_key(key), number, routing
+            doc_id,
+            canonical,
+            content_hash(canonical, key_),
+            None,
+            sort_key(key),
+            number,
+            routing,
+            document_check(canonical, key_),
         )
 
     def _root_checks(self, key: Sequence[Any], version: Any) -> tuple[str, int | None] | DocumentError:
@@ -270,7 +237,17 @@ class DocumentBuilder:
             canonical = dumps_document(doc)
         except TypeError as exc:  # orjson.JSONEncodeError is a TypeError (also: integers over 64 bits)
             return DocumentError(doc_id, str(exc), "UnserializableValue")
-        return BuiltDocument(doc_id, canonical, content_hash(canonical, self._hash_key), doc, key, version, routing)
+        hash_key = self._hash_key
+        return BuiltDocument(
+            doc_id,
+            canonical,
+            content_hash(canonical, hash_key),
+            doc,
+            key,
+            version,
+            routing,
+            document_check(canonical, hash_key),
+        )
 
     def join_children(
         self, parent_keys: Sequence[Key], built: list[BuiltDocument], errors: list[DocumentError]
@@ -434,7 +411,9 @@ __all__ = [
     "BuilderChoice",
     "BuiltDocument",
     "DocumentBuilder",
+    "Key",
     "Page",
+    "Row",
     "choose_builder",
     "document_id",
     "make_builder",

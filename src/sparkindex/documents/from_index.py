@@ -14,6 +14,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
+from sparkindex.checksums import document_check
 from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Page
 from sparkindex.documents.hashing import content_hash, dumps_document
@@ -104,7 +105,16 @@ class IndexDocumentBuilder(DocumentBuilder):
             except TypeError as exc:  # an integer beyond 64 bits, say
                 failures.append(DocumentError(doc.id, str(exc), "UnserializableValue"))
                 continue
-            docs.append(BuiltDocument(doc.id, canonical, content_hash(canonical), doc.source, doc.sort_key))
+            docs.append(
+                BuiltDocument(
+                    doc.id,
+                    canonical,
+                    content_hash(canonical),
+                    doc.source,
+                    doc.sort_key,
+                    check=document_check(canonical),
+                )
+            )
         last = (stored[-1].sort_key,) if stored else None
         return Page(docs, failures, len(stored), last)
 

@@ -25,8 +25,9 @@ import orjson
 import sqlalchemy as sa
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
-from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.dialects.postgresql import BIT, aggregate_order_by
 
+from sparkindex.checksums import RangeChecksum
 from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Page, Row
 from sparkindex.documents.canonical_sql import SLOW_MARK, canonical_document_or_reason
 from sparkindex.documents.floats import restore_floats
@@ -239,6 +240,42 @@ class JsonAggregationBuilder(DocumentBuilder):
         docs, failures = self._documents(rows)
         last = tuple(rows[-1][: len(self._keys)]) if rows else None
         return Page(docs, failures, len(rows), last, len(docs) + len(failures) - len(rows))
+
+    def database_checksum(self, rng: KeyRange) -> RangeChecksum | None:
+        """The range's checksum (:mod:`sparkindex.checksums`) computed by the server in one
+        statement: it writes each document's canonical JSON as a page would, takes the MD5 of the
+        plan's hash key and those bytes, and sums the halves of its first 8 bytes. Three numbers
+        cross the wire, whatever the range holds.
+
+        None where the server does not write the canonical JSON (see ``decoding_reason``), and
+        for a range holding a value it cannot promise (marked ``\\x01``: such a document's bytes
+        are made in Python), where the caller builds the range's documents instead."""
+        if self._canonical is None:
+            return None
+        with self.source.connect(f"a checksum of a range of table {self.plan.table.name!r}") as conn:
+            self._check_server(conn)
+            if self._canonical is None:
+                return None
+            n, marked, hi, lo = conn.execute(self._checksum_statement(rng)).one()
+        if marked:
+            return None
+        return RangeChecksum(int(n), int(hi or 0), int(lo or 0))
+
+    def _checksum_statement(self, rng: KeyRange) -> sa.Select[Any]:
+        docs = self.statement(rng, None, None).order_by(None).subquery("d")
+        doc = list(docs.c)[-1]
+        key = self._hash_key
+        data: Any = doc if not key else sa.func.decode(key.hex(), "hex").op("||")(sa.func.convert_to(doc, "UTF8"))
+        digests = sa.select(
+            sa.func.md5(data).label("m"), (sa.func.strpos(doc, SLOW_MARK.decode("ascii")) > 0).label("marked")
+        ).subquery("h")
+
+        def half(start: int) -> Any:
+            hex_digits = sa.literal("x").op("||")(sa.func.substr(digests.c.m, start, 8))
+            return sa.func.sum(sa.cast(sa.cast(hex_digits, BIT(32)), sa.BigInteger))
+
+        marked = sa.func.count().filter(digests.c.marked)
+        return sa.select(sa.func.count(), marked, half(1), half(9))
 
     def by_keys(self, keys: Sequence[Key]) -> tuple[list[BuiltDocument], list[DocumentError], list[str]]:
         wanted = self._coerced(keys)

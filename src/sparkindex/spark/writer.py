@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
+from sparkindex.checksums import document_check
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.errors import PermanentError
 from sparkindex.keys import document_id, sort_key
@@ -78,7 +79,12 @@ class PlainWriter(DataSourceArrowWriter):
                     canonical = dumps_document(row)
                     docs.append(
                         BulkItem(
-                            document_id(key), canonical, content_hash(canonical), fields=row, sort_key=sort_key(key)
+                            document_id(key),
+                            canonical,
+                            content_hash(canonical),
+                            fields=row,
+                            sort_key=sort_key(key),
+                            check=document_check(canonical),
                         )
                     )
                 for i in range(0, len(docs), self.batch_size):

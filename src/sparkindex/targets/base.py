@@ -66,6 +66,9 @@ class BulkItem:
     routing: str | None = None
     fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     sort_key: str | None = None
+    #: the document's range check (:mod:`sparkindex.checksums`); stored where the index keeps
+    #: checks, and None for what has none (a tombstone is in no range's checksum)
+    check: int | None = None
 
 
 @dataclass(frozen=True)

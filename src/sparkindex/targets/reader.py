@@ -9,7 +9,8 @@ Reading back *by id* (:meth:`TargetReader.documents_by_id`) serves the removal o
 whose rows are gone: a routed document (``indexes[].routing``) must be deleted with the routing it
 was written with, which only the index still knows, and a soft delete rewrites the stored body as
 a tombstone (:mod:`sparkindex.documents.tombstones`). :meth:`TargetReader.count_hash_prefix`
-lets verify count those tombstones without scanning the index.
+lets verify count those tombstones without scanning the index, and
+:meth:`TargetReader.range_checksums` lets it compare a key range by one figure per side.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any, final
 
+from sparkindex.checksums import RangeChecksum
 from sparkindex.errors import PermanentError, SparkIndexError
 from sparkindex.targets.base import KeyBounds, SearchHit, StoredDocument, TargetHandle
 
@@ -70,6 +72,19 @@ class TargetReader(TargetHandle):
         """How many documents of *name* store a content hash beginning with *prefix* (verify
         counts the tombstones of soft deletes so, without reading the index)."""
         raise PermanentError(f"{type(self).__name__} cannot count documents by their hash")
+
+    def stores_checks(self, name: str) -> bool:
+        """Whether index (or alias) *name* stores each document's range check
+        (:mod:`sparkindex.checksums`): indexes created by a sparkindex that writes them do; older
+        ones do not, and verify compares them document by document."""
+        return False
+
+    def range_checksums(self, name: str, ranges: Sequence[KeyBounds]) -> list[RangeChecksum]:
+        """For each sort-key range ``[lo, hi)``, the count and the sums of the checks of the
+        documents of *name* that store one, by the engine's own aggregation (no document is
+        read). Documents without a check (tombstones, documents written before checks were
+        stored) are in no range's figure."""
+        raise PermanentError(f"{type(self).__name__} cannot sum the checks of a key range")
 
     def mapping(self, name: str) -> dict[str, Any]:
         """The mapping index or alias *name* was created with, as

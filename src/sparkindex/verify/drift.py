@@ -57,6 +57,11 @@ class RangeSummary(DriftCounts):
     deleted: int = 0
     failed: int = 0
     seconds: float = 0.0
+    #: source ranges compared by checksum first; of them, those whose figures agreed (clean
+    #: without a document built for the index), and those that differed and were compared id by id
+    ranges_compared: int = 0
+    ranges_matched: int = 0
+    ranges_descended: int = 0
 
     def note(self, kind: str, doc_id: str) -> None:
         """Count one document of *kind* and keep its id if the sample has room."""

@@ -4,9 +4,11 @@ Engine-neutral, like the partition worker: a Spark task (:mod:`sparkindex.verify
 and the in-process runner both call :func:`run_range_task` with what a worker process holds
 (source, target, store, builders). See :mod:`sparkindex.verify.verifier` for the design.
 
-* Source side: the range's documents are built page by page with the reindex's own builder, and
-  the index's hashes are fetched *by those ids*, so both sides are read once per range and the
-  index is never scanned. An id the index returns twice is a duplicate.
+* Source side: where the alias is compared by checksum (:mod:`sparkindex.verify.range_checksums`),
+  the range's figures are compared first and a range whose figures agree is done. Otherwise (and
+  for a range that differs) the range's documents are built page by page with the reindex's own
+  builder, and the index's hashes are fetched *by those ids*, so both sides are read once per
+  range and the index is never scanned. An id the index returns twice is a duplicate.
 * Index side: the index's documents of one sort-key range are scanned, and the source is asked
   which of their ids it still has (:class:`SourceLookup`); the others are extra, except, with
   ``deletes: soft``, the tombstones (told by their content hash, no body read): a row that is
@@ -31,24 +33,20 @@ dead-lettered under the repair run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Sequence
 
-from sparkindex.coordination.store import CoordinationStore
-from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Page
+from sparkindex.documents.builder import BuiltDocument
 from sparkindex.documents.join import parent_prefixes
-from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.documents.tombstones import Removal, delete_copies, is_tombstone, moved_copies, root_removals
 from sparkindex.errors import DocumentError, WritesLost
 from sparkindex.keys import load_key
-from sparkindex.retry import Backoff, retry_transient
-from sparkindex.sources.base import KeyRange, Source
+from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem, WriteMark
 from sparkindex.targets.reader import TargetReader
-from sparkindex.targets.target import Target
 from sparkindex.verify.drift import RangeSummary
 from sparkindex.verify.primary_check import drifted, present_on_primary, recheck
+from sparkindex.verify.range_checksums import compare_checksums, pages
+from sparkindex.verify.range_task import RangeTask, Resources, TaskOptions
 from sparkindex.worker.bulk import bulk_with_retries
 
 #: ids per hash lookup or existence query: one request each, small enough for any backend's
@@ -56,64 +54,6 @@ from sparkindex.worker.bulk import bulk_with_retries
 LOOKUP_CHUNK = 1000
 #: the job id dead letters of repair writes are recorded under
 REPAIR_JOB = "verify-repair"
-
-
-class Resources(Protocol):
-    """What a worker process holds (:class:`sparkindex.spark.context.WorkerContext`)."""
-
-    @property
-    def source(self) -> Source: ...
-
-    @property
-    def target(self) -> Target: ...
-
-    @property
-    def store(self) -> CoordinationStore: ...
-
-    def builder(self, alias: str) -> DocumentBuilder: ...
-
-    def lookup(self, alias: str) -> SourceLookup:
-        """Which ids the source would still build, for *alias* (cached with its builder)."""
-        ...
-
-    def primary_builder(self, alias: str) -> DocumentBuilder | None:
-        """With a read replica: *alias*'s builder on the primary, which drift is asked again
-        (:mod:`sparkindex.verify.primary_check`); None when the source is the primary."""
-        ...
-
-    def primary_lookup(self, alias: str) -> SourceLookup | None:
-        """With a read replica: which ids the primary would still build; else None."""
-        ...
-
-
-@dataclass(frozen=True)
-class RangeTask:
-    """One range of one alias, as plain values (pickled into Spark tasks).
-
-    Source side: ``after``/``upto`` are row keys as stored JSON (:func:`sparkindex.keys.dump_key`),
-    read back exactly as the reindex reads its partitions. Index side: ``lo``/``hi`` bound sort keys.
-    """
-
-    alias: str
-    index: str | None
-    side: str
-    after: str | None = None
-    upto: str | None = None
-    lo: str | None = None
-    hi: str | None = None
-
-
-@dataclass(frozen=True)
-class TaskOptions:
-    repair: bool = False
-    #: identifies the repair run: a document rejected again by a later run counts another attempt
-    attempt: str = "repair"
-    retries: int = 5
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
-
-    def backoff(self) -> Backoff:
-        return Backoff(self.backoff_initial_s, self.backoff_max_s)
 
 
 def run_range_task(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary:
@@ -129,22 +69,6 @@ def run_range_task(res: Resources, task: RangeTask, options: TaskOptions) -> Ran
 
 
 # -- source side ---------------------------------------------------------------------------------------
-def _pages(builder: DocumentBuilder, rng: KeyRange, options: TaskOptions) -> Iterator[Page]:
-    page_size = builder.plan.config.page_size
-    after = None
-    while True:
-        page = retry_transient(
-            lambda after=after: builder.page(rng, after, page_size),  # type: ignore[misc]
-            f"reading {builder.plan.table.name} after {after}",
-            options.retries,
-            options.backoff(),
-        )
-        yield page
-        if page.rows < page_size:
-            return
-        after = page.last_key
-
-
 def index_hashes(target: TargetReader, index: str, ids: Sequence[str]) -> dict[str, list[str]]:
     """id -> the hash of every copy the index holds of it, asked in chunks by id."""
     found: dict[str, list[str]] = {}
@@ -155,12 +79,27 @@ def index_hashes(target: TargetReader, index: str, ids: Sequence[str]) -> dict[s
 
 
 def check_source_range(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary:
+    """Compare one source range; by its checksums first when the task says so, and document by
+    document only when they differ (the range is then counted as descended)."""
+    if task.checksums and task.index is not None:
+        clean = compare_checksums(res, task, options)
+        if clean is not None:
+            return clean
+        summary = compare_documents(res, task, options)
+        summary.ranges_compared += 1
+        summary.ranges_descended += 1
+        return summary
+    return compare_documents(res, task, options)
+
+
+def compare_documents(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary:
+    """Build the range's documents and look each id's copies up in the index."""
     builder = res.builder(task.alias)
     summary = RangeSummary(task.alias, "source")
     fixer = RangeRepair(res, task, options) if options.repair and task.index is not None else None
     rng = KeyRange(load_key(task.after), load_key(task.upto))
     primary = res.primary_builder(task.alias) if task.index is not None else None
-    for page in _pages(builder, rng, options):
+    for page in pages(builder, rng, options):
         if primary is None or task.index is None:
             compare_page(res.target, task.index, page.docs, page.failures, summary, fixer)
             continue

@@ -8,6 +8,14 @@ beyond the first); ``index_docs`` is what the index itself counts, ``checked`` w
 Design: it runs like the reindex, partitioned by key ranges, and nothing grows with the index on
 the driver (tasks return counts and a bounded sample of ids).
 
+0. **Checksums first** (where the alias allows: :func:`checksum_path`). Each source range is first
+   compared by one figure per side, the count and summed checks of its documents
+   (:mod:`sparkindex.verify.range_checksums`); a range whose figures agree is clean, and only a
+   range that differs goes through step 1. The index side of step 2 then reads only the ranges
+   that differed (an extra document with a check makes its range differ). The report says which
+   path each alias took (``path``, with ``path_reason`` when it is ``documents``) and how many
+   ranges were compared, matched and descended into.
+
 1. **Source side** (always). The source's key ranges are planned exactly as the reindex plans its
    partitions (:func:`plan_partitions`: boundaries in the database's own collation order). Each
    task builds its range's documents with the reindex's builder and asks the index for the hashes
@@ -57,6 +65,7 @@ from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.target import Target
 from sparkindex.verify.drift import KINDS, DriftCounts, RangeSummary
+from sparkindex.verify.range_checksums import CHECKSUMS, DOCUMENTS, checksum_path, index_bounds
 from sparkindex.verify.ranges import RangeTask, Resources, TaskOptions, run_range_task
 
 #: Runs range tasks (on Spark, or in this process) and reports how many are done as they finish.
@@ -67,6 +76,10 @@ class VerifyProgress(Protocol):
     def phase(self, text: str) -> None: ...
 
     def ranges(self, label: str, done: int, total: int) -> None: ...
+
+
+#: what a report counts of its ranges (see :attr:`VerifyReport.ranges`)
+RANGE_COUNTS = ("source", "index", "compared", "matched", "descended")
 
 
 class SilentVerifyProgress:
@@ -87,8 +100,13 @@ class VerifyReport(DriftCounts):
     extra_by_count: int = 0
     #: ``deletes: soft``: the tombstones the index holds for rows that are gone (not drift)
     tombstones: int = 0
-    #: ranges read on each side (the index side only runs when documents are extra)
-    ranges: dict[str, int] = field(default_factory=lambda: {"source": 0, "index": 0})
+    #: ranges read on each side (the index side only runs when documents are extra); of the
+    #: source's, how many were compared by checksum, matched, and descended into (compared id by id)
+    ranges: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RANGE_COUNTS, 0))
+    #: how the alias was compared: ``checksums`` (range figures first) or ``documents`` (id by id)
+    path: str = DOCUMENTS
+    #: with ``documents``: why the alias could not be compared by checksum
+    path_reason: str | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     #: with repair: documents indexed, deleted, and rejected (dead-lettered) by this pass
@@ -104,13 +122,24 @@ class VerifyReport(DriftCounts):
 
 # -- planning ------------------------------------------------------------------------------------------
 def source_tasks(
-    source: Source, plans: dict[str, IndexPlan], indexes: dict[str, str | None], job: JobConfig
+    source: Source,
+    plans: dict[str, IndexPlan],
+    indexes: dict[str, str | None],
+    job: JobConfig,
+    by_checksum: frozenset[str] = frozenset(),
 ) -> list[RangeTask]:
-    """The reindex's partitions of every alias, as source-side range tasks."""
+    """The reindex's partitions of every alias, as source-side range tasks; those of the aliases
+    in *by_checksum* compared by checksum first, with the sort-key bounds of the same documents."""
     specs = plan_partitions(source, [EntityPlanInput(p.config, p.table, p.id_columns) for p in plans.values()], job)
-    return [
-        RangeTask(s.entity, indexes[s.entity], "source", dump_key(s.range_start), dump_key(s.range_end)) for s in specs
-    ]
+    tasks = []
+    for s in specs:
+        after, upto = dump_key(s.range_start), dump_key(s.range_end)
+        if s.entity in by_checksum:
+            lo, hi = index_bounds(after, upto)
+            tasks.append(RangeTask(s.entity, indexes[s.entity], "source", after, upto, lo, hi, checksums=True))
+        else:
+            tasks.append(RangeTask(s.entity, indexes[s.entity], "source", after, upto))
+    return tasks
 
 
 def index_tasks(target: TargetReader, alias: str, index: str, parts: int, notes: list[str]) -> list[RangeTask]:
@@ -139,6 +168,9 @@ class Verifier:
         self.progress = progress or SilentVerifyProgress()
         #: per alias, this run's tombstones by count (taken out of ``extra_by_count``)
         self._counted: dict[str, int] = {}
+        #: per alias compared by checksum, the sort-key bounds of the ranges whose figures
+        #: differed: the only ones that can hold an extra document with a check
+        self._descended: dict[str, list[tuple[str | None, str | None]]] = {}
 
     def _run(self, label: str, tasks: Sequence[RangeTask], options: TaskOptions) -> list[RangeSummary]:
         total = len(tasks)
@@ -152,9 +184,12 @@ class Verifier:
         indexes = {alias: t.alias_target(alias) for alias in self.plans}
         reports = {alias: VerifyReport(alias, ix) for alias, ix in indexes.items()}
         for alias, ix in indexes.items():
-            reports[alias].index_docs = t.count(ix) if ix is not None else 0  # before any repair writes
+            report = reports[alias]
+            report.index_docs = t.count(ix) if ix is not None else 0  # before any repair writes
             if ix is None:
-                reports[alias].notes.append(f"alias {alias!r} points at no index: every document is missing")
+                report.notes.append(f"alias {alias!r} points at no index: every document is missing")
+            report.path_reason = checksum_path(self.source, t, self.plans[alias], ix)
+            report.path = DOCUMENTS if report.path_reason else CHECKSUMS
         label = "repairing" if options.repair else "verifying"
         merged = self._source_side(reports, options, label)
         extra = self._index_side(reports, merged, options, label)
@@ -169,11 +204,19 @@ class Verifier:
     ) -> dict[str, RangeSummary]:
         self.progress.phase("planning key ranges")
         indexes = {alias: r.index for alias, r in reports.items()}
-        tasks = source_tasks(self.source, self.plans, indexes, self.job)
+        fast = frozenset(a for a, r in reports.items() if r.path == CHECKSUMS)
+        tasks = source_tasks(self.source, self.plans, indexes, self.job, fast)
         merged = {alias: RangeSummary(alias) for alias in self.plans}
+        self._descended = {alias: [] for alias in fast}
         for task, summary in zip(tasks, self._run(f"{label} (source ranges)", tasks, options), strict=True):
             merged[task.alias].merge(summary)
-            reports[task.alias].ranges["source"] += 1
+            counts = reports[task.alias].ranges
+            counts["source"] += 1
+            counts["compared"] += summary.ranges_compared
+            counts["matched"] += summary.ranges_matched
+            counts["descended"] += summary.ranges_descended
+            if summary.ranges_descended:
+                self._descended[task.alias].append((task.lo, task.hi))
         for alias, report in reports.items():
             counted = self._tombstones(report, merged[alias])
             self._counted[alias] = report.tombstones = counted
@@ -209,11 +252,21 @@ class Verifier:
         found = {alias: RangeSummary(alias, "index") for alias in reports}
         wanted = [r for r in reports.values() if r.index is not None and r.extra_by_count > 0]
         tasks: list[RangeTask] = []
+        partial: set[str] = set()  # aliases whose index side reads only the ranges that differed
         for r in wanted:
             assert r.index is not None
-            tasks += index_tasks(self.target, r.alias, r.index, max(1, r.ranges["source"]), r.notes)
+            differed = self._descended.get(r.alias)
+            if differed:
+                tasks += [RangeTask(r.alias, r.index, "index", lo=lo, hi=hi) for lo, hi in differed]
+                partial.add(r.alias)
+            else:
+                tasks += index_tasks(self.target, r.alias, r.index, max(1, r.ranges["source"]), r.notes)
         self._scan(f"{label} (index ranges)", tasks, options, reports, found)
-        short = [r for r in wanted if r.ranges["index"] > 1 and self._unmatched(found[r.alias]) < self._expected(r)]
+        short = [
+            r
+            for r in wanted
+            if (r.ranges["index"] > 1 or r.alias in partial) and self._unmatched(found[r.alias]) < self._expected(r)
+        ]
         if short:
             whole = [RangeTask(r.alias, r.index, "index") for r in short]
             again = {r.alias: RangeSummary(r.alias, "index") for r in short}
@@ -222,7 +275,8 @@ class Verifier:
                 n = self._unmatched(found[r.alias])
                 r.notes.append(
                     f"the key ranges held {n:,} of the {self._expected(r):,} extra documents the counts show; "
-                    "the rest have no sort key, so the index was scanned whole"
+                    "the rest lie outside the ranges scanned (no sort key, or no range check), so the index "
+                    "was scanned whole"
                 )
                 if options.repair:  # the ranges' extras are deleted already; the whole scan found the rest
                     found[r.alias].merge(again[r.alias])

@@ -18,7 +18,6 @@ from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.config.urls import normalize_url
 from sparkindex.documents.builder import BuiltDocument
-from sparkindex.targets.base import BulkItem
 from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.targets.tantivy.client import MAPPING_FILE
 from sparkindex.targets.tantivy.schema import build_schema, to_tantivy_json
@@ -60,9 +59,10 @@ def write_pipeline(
 
 
 def tantivy_body(root: Path, index: str, doc: BuiltDocument) -> str:
-    """The Tantivy JSON the target would write for *doc* into *index*."""
+    """The Tantivy JSON the target would write for *doc* into *index* (its sort key and range
+    check included: a second copy written so is what a lost delete leaves)."""
     _, plan = build_schema(orjson.loads((root / index / MAPPING_FILE).read_bytes()))
-    return to_tantivy_json(BulkItem(doc.id, doc.source, doc.hash, fields=doc.fields), plan).decode()
+    return to_tantivy_json(doc.bulk_item(), plan).decode()
 
 
 def plant_raw(root: Path, index: str, bodies: Sequence[str]) -> None:

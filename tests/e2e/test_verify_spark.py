@@ -26,6 +26,7 @@ from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.resources import open_store
+from sparkindex.verify.range_checksums import CHECKSUMS, DOCUMENTS
 from sparkindex.verify.run import run_verify
 from sparkindex.verify.verifier import VerifyReport
 from tests.e2e.guarantee_helpers import pg_table, run_cli, write_pipeline
@@ -74,6 +75,20 @@ def postgres_hostile(request: pytest.FixtureRequest, tmp_path: Path, services: d
         yield on_target(request, tmp_path / "pipeline.yaml", request.param)
 
 
+def integer_rows(n: int) -> list[tuple[Any, ...]]:
+    keys = icu_keys(n)
+    return [(i * 7, keys[i], None if i % 4 == 0 else f"note {keys[i]!r}", i * 0.25) for i in range(n)]
+
+
+@pytest.fixture(params=[pytest.param(t, marks=pytest.mark.postgres) for t in TARGETS])
+def postgres_integer(request: pytest.FixtureRequest, tmp_path: Path, services: dict[str, str]) -> Iterator[Pipeline]:
+    """Integer keys, hostile text beside them: PostgreSQL sums each range's checks itself."""
+    ddl = 'id bigint PRIMARY KEY, label text COLLATE "en-US-x-icu", note text, weight double precision'
+    with pg_table(services["postgres"], ddl, integer_rows(2400), "verify") as table:
+        write_pipeline(tmp_path, services["postgres"], "labels", table, "    partition_size: 300\n")
+        yield on_target(request, tmp_path / "pipeline.yaml", request.param)
+
+
 def reindex(pipeline: Pipeline, spark: Any) -> str:
     summary = ReindexJob(pipeline, spark_factory=lambda: spark).run()
     with open_store(pipeline) as store:
@@ -81,8 +96,16 @@ def reindex(pipeline: Pipeline, spark: Any) -> str:
     return summary.index
 
 
-def verify_then_repair(pipeline: Pipeline, spark: Any, alias: str, extra_key: tuple[Any, ...]) -> None:
+def verify_then_repair(
+    pipeline: Pipeline, spark: Any, alias: str, extra_key: tuple[Any, ...], path: str = CHECKSUMS
+) -> None:
+    """Plant every kind of drift after a reindex; verify must find exactly it, by *path*, and
+    repair must leave the index clean."""
     index = reindex(pipeline, spark)
+    [clean] = run_verify(pipeline, spark_factory=lambda: spark).reports
+    assert clean.clean and clean.path == path, clean.path_reason
+    if path == CHECKSUMS:  # a clean index: every range matched, no document compared by id
+        assert clean.ranges["matched"] == clean.ranges["compared"] == clean.ranges["source"] > 3, clean.ranges
     docs = built_documents(pipeline, alias)
     ids = sorted(docs)
     duplicate = ids[30] if pipeline.target.url.startswith("tantivy") else None
@@ -94,6 +117,9 @@ def verify_then_repair(pipeline: Pipeline, spark: Any, alias: str, extra_key: tu
     assert {k: v for k, v in found.samples.items() if v} == {k: v for k, v in planted.samples().items() if v}
     assert (found.checked, found.index_docs) == (n, n + planted.counts()["duplicates"])
     assert found.ranges["source"] > 3 and found.ranges["index"] >= 1, found.ranges
+    assert found.path == path
+    if path == CHECKSUMS:
+        assert 1 <= found.ranges["descended"] <= 4 and found.ranges["matched"] >= 1, found.ranges
 
     outcome = run_verify(pipeline, repair_drift=True, spark_factory=lambda: spark)
     [before], [after] = outcome.before or [], outcome.reports
@@ -110,7 +136,12 @@ def test_verify_and_repair_on_spark_sqlite(sqlite_shop: Pipeline, spark: Any) ->
 
 
 def test_verify_and_repair_on_spark_postgres_hostile_keys(postgres_hostile: Pipeline, spark: Any) -> None:
-    verify_then_repair(postgres_hostile, spark, "labels", ("a-B|\\é", 3))
+    """Text keys under ICU: the index orders them by bytes, so the ranges are compared by id."""
+    verify_then_repair(postgres_hostile, spark, "labels", ("a-B|\\é", 3), path=DOCUMENTS)
+
+
+def test_verify_and_repair_on_spark_postgres_checksums_in_the_database(postgres_integer: Pipeline, spark: Any) -> None:
+    verify_then_repair(postgres_integer, spark, "labels", (10**9,))
 
 
 def test_cli_verify_repair_json_contract(tmp_path: Path, spark: Any, cli: Path) -> None:
@@ -131,4 +162,6 @@ def test_cli_verify_repair_json_contract(tmp_path: Path, spark: Any, cli: Path) 
     )
     assert body["repair"] == {"indexed": 3, "deleted": 2, "failed": 0}
     assert body["clean"] is True and body["aliases"]["products"]["index"] == index
+    assert body["aliases"]["products"]["path"] == body["before"]["aliases"]["products"]["path"] == "checksums"
     assert "repaired: products" in run.stderr and "ranges" in run.stderr
+    assert "compared by checksum: 3 of 3 ranges matched" in run.stderr, run.stderr

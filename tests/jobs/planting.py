@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from sparkindex.checksums import document_check
 from sparkindex.config.model import Pipeline
 from sparkindex.documents.builder import BuiltDocument, make_builder
 from sparkindex.documents.hashing import content_hash, dumps_document
@@ -78,7 +79,11 @@ def variant(doc: BuiltDocument, new_id: str, sort_key: str | None = None, **chan
     """*doc* under *new_id*, with some fields changed: stale content, or an extra document."""
     fields = {**fields_of(doc), **changes}
     body = dumps_document(fields)
-    return BulkItem(new_id, body, content_hash(body), fields=fields, sort_key=sort_key or doc.sort_key)
+    # with its own check, as a sync or an older run would have written it: the range's checksum
+    # must differ by content, not because a check is absent
+    return BulkItem(
+        new_id, body, content_hash(body), fields=fields, sort_key=sort_key or doc.sort_key, check=document_check(body)
+    )
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """Verify's range logic in one process (no Spark): real SQLite shop, real builder, real Tantivy.
 
-What it must see: each kind of drift alone and all together, with exact counts and samples;
-extra documents counted from the counts and then found in the index's own key ranges (and that
-scan skipped when nothing is extra); a target that cannot split its keys; rows that cannot be
-built; and a repair that leaves the index clean.
+This module holds verify to its comparison by id (the target says it stores no range checks);
+tests/jobs/test_verify_checksums.py runs the checksum path. What it must see: each kind of drift
+alone and all together, with exact counts and samples; extra documents counted from the counts
+and then found in the index's own key ranges (and that scan skipped when nothing is extra); a
+target that cannot split its keys; rows that cannot be built; and a repair that leaves the
+index clean.
 """
 
 from __future__ import annotations
@@ -28,12 +30,23 @@ from tests.jobs.planting import KINDS, built_documents, index_without_spark, pla
 PRODUCTS = 600
 
 
+class WithoutChecks(TantivyTarget):
+    """Tantivy as an index built before indexes stored range checks looks to verify: compared id
+    by id (this module's path; tests/jobs/test_verify_checksums.py is the other's)."""
+
+    def stores_checks(self, name: str) -> bool:
+        return False
+
+
 @contextlib.contextmanager
-def verifier(pipeline: Pipeline, target: Target | None = None) -> Iterator[Verifier]:
-    """A verifier over the pipeline's source, store and (unless given) target, open for the block."""
+def verifier(pipeline: Pipeline, target: Target | None = None, checks: bool = False) -> Iterator[Verifier]:
+    """A verifier over the pipeline's source, store and (unless given) target, open for the block;
+    the target compared by checksums only with *checks*."""
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open_source_url(pipeline.source_url()))
-        target = target or stack.enter_context(tantivy(pipeline))
+        if target is None:
+            base = stack.enter_context(tantivy(pipeline))
+            target = base if checks else stack.enter_context(WithoutChecks(base.config))
         plans = {a: p for a, (p, _) in resolve_plans(pipeline, source, ["products"]).items()}
         store = stack.enter_context(open_store(pipeline))
         runner = local_runner(LocalResources(source, target, plans, store))
@@ -132,7 +145,7 @@ def test_extra_documents_without_a_sort_key_are_found_by_a_whole_scan(shop: tupl
     assert drift(result.after[0]) == no_drift() and result.after[0].index_docs == PRODUCTS
 
 
-class NoKeySplits(TantivyTarget):
+class NoKeySplits(WithoutChecks):
     """Tantivy as a backend without key splits would be: the interface's own default."""
 
     def key_splits(self, name: str, parts: int) -> list[str]:

@@ -1,0 +1,131 @@
+"""Verify by range checksums in one process (no Spark): real SQLite shop, real builder, real Tantivy.
+
+The fast path must see everything the comparison by id sees: each kind of drift alone (with its
+sample) and all together, a stale document in every one of 1,000 ranges, a row that cannot be
+built; a clean index must cost no comparison by id at all; an index built before indexes stored
+checks must still be verified (by id, with the reason); and repair must fix what the fast path
+found, then verify clean by checksum.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkindex.config.model import Pipeline
+from sparkindex.targets.tantivy import TantivyTarget
+from sparkindex.verify.range_checksums import CHECKSUMS, DOCUMENTS
+from sparkindex.verify.repair import repair
+from sparkindex.verify.verifier import VerifyReport
+from tests.e2e.shop import execute, make_shop
+from tests.jobs.planting import (
+    KINDS,
+    built_documents,
+    index_without_spark,
+    plant,
+    plant_each_kind,
+    tantivy,
+    variant,
+    write,
+)
+from tests.jobs.test_verify_local import WithoutChecks, drift, no_drift, verifier
+
+PRODUCTS = 600
+RANGES = 6  # 600 products in partitions of 100
+
+
+def verify(pipeline: Pipeline, target: TantivyTarget | None = None) -> VerifyReport:
+    with verifier(pipeline, target, checks=True) as v:
+        [report] = v.run()
+    return report
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> tuple[Pipeline, str]:
+    pipeline = make_shop(tmp_path, products=PRODUCTS, partition_size=100)
+    return pipeline, index_without_spark(pipeline, "products")
+
+
+def test_a_clean_index_is_compared_by_figures_alone(shop: tuple[Pipeline, str]) -> None:
+    pipeline, index = shop
+    with tantivy(pipeline) as target:
+        assert target.stores_checks(index)
+    report = verify(pipeline)
+    assert drift(report) == no_drift() and report.clean
+    assert (report.path, report.path_reason) == (CHECKSUMS, None)
+    assert report.ranges == {"source": RANGES, "index": 0, "compared": RANGES, "matched": RANGES, "descended": 0}
+    assert (report.checked, report.index_docs, report.extra_by_count) == (PRODUCTS, PRODUCTS, 0)
+    assert report.notes == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_of_drift_makes_its_range_differ_and_is_found(shop: tuple[Pipeline, str], kind: str) -> None:
+    pipeline, index = shop
+    docs = built_documents(pipeline, "products")
+    planted = {"missing": "5", "extra": ("8", (10**9,)), "stale": "7", "duplicate": "9"}
+    key = "duplicate" if kind == "duplicates" else kind
+    plant(pipeline, index, docs, **{key: planted[key]})  # type: ignore[arg-type]
+    report = verify(pipeline)
+    assert report.path == CHECKSUMS
+    assert drift(report) == no_drift(**{kind: 1}), report.samples
+    sample = {"missing": "5", "extra": "1000000000", "stale": "7", "duplicates": "9"}[kind]
+    assert report.samples[kind] == [sample]
+    assert (report.ranges["matched"], report.ranges["descended"]) == (RANGES - 1, 1), report.ranges
+    # an extra document lies in the one range that differed: only that range of the index is read
+    assert report.ranges["index"] == (1 if kind == "extra" else 0), report.ranges
+
+
+def test_every_kind_at_once_then_repair_leaves_it_clean_by_checksum(shop: tuple[Pipeline, str]) -> None:
+    pipeline, index = shop
+    docs = built_documents(pipeline, "products")
+    planted = plant_each_kind(pipeline, index, docs, ("15", "418", "217", "519"), (10**9 + 7,))
+    with verifier(pipeline, checks=True) as v:
+        result = repair(v, "test-run")
+    [before], [after] = result.before, result.after
+    assert before.path == CHECKSUMS
+    assert drift(before) == no_drift(missing=1, extra=1, stale=1, duplicates=1)
+    assert {k: v for k, v in before.samples.items() if v} == planted.samples()
+    # the missing in range 1, the stale in 3, the duplicate and the extra (past the last key) in 6;
+    # the index side reads those three ranges only
+    assert (before.ranges["descended"], before.ranges["index"]) == (3, 3), before.ranges
+    assert before.repaired == {"indexed": 3, "deleted": 2, "failed": 0}
+    assert drift(after) == no_drift() and after.index_docs == PRODUCTS
+    assert after.ranges["matched"] == RANGES and after.ranges["descended"] == 0
+
+
+def test_one_stale_document_in_each_of_a_thousand_ranges_is_found(tmp_path: Path) -> None:
+    """The checksum is never a reason to miss drift: every range with a stale document differs."""
+    pipeline = make_shop(tmp_path, products=3000, partition_size=3)
+    index = index_without_spark(pipeline, "products")
+    docs = built_documents(pipeline, "products")
+    stale = [str(i) for i in range(1, 3001, 3)]  # the first id of each range of three
+    write_stale = [variant(docs[i], i, name=f"changed {i}") for i in stale]
+    with tantivy(pipeline) as target:
+        write(target, index, write_stale)
+    report = verify(pipeline)
+    assert report.path == CHECKSUMS
+    assert report.ranges["compared"] == 1000, report.ranges
+    assert report.ranges["descended"] == 1000 and report.ranges["matched"] == 0
+    assert drift(report) == no_drift(stale=1000)
+    assert report.samples["stale"] == sorted(stale)[:20]
+
+
+def test_a_row_that_cannot_be_built_makes_its_range_differ(shop: tuple[Pipeline, str]) -> None:
+    pipeline, _ = shop
+    execute(pipeline.base_dir / "shop.db", "UPDATE products SET price = 9e999 WHERE id = 42")  # +inf: no JSON
+    report = verify(pipeline)
+    assert report.path == CHECKSUMS and report.ranges["descended"] == 1
+    assert drift(report) == no_drift(stale=1, unbuildable=1)
+    assert report.samples["stale"] == report.samples["unbuildable"] == ["42"]
+
+
+def test_an_index_without_checks_is_compared_by_id_and_says_why(shop: tuple[Pipeline, str]) -> None:
+    pipeline, index = shop
+    plant(pipeline, index, built_documents(pipeline, "products"), stale="7")
+    with tantivy(pipeline) as base, WithoutChecks(base.config) as old:
+        report = verify(pipeline, old)
+    assert report.path == DOCUMENTS
+    assert report.path_reason is not None and "stores no range checks" in report.path_reason
+    assert report.ranges["compared"] == 0 and report.ranges["source"] == RANGES
+    assert drift(report) == no_drift(stale=1)

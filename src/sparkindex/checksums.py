@@ -86,3 +86,22 @@ class RangeChecksum:
 
     def to_json(self) -> dict[str, int]:
         return {"count": self.count, "hi": self.hi, "lo": self.lo}
+
+
+@dataclass(frozen=True, slots=True)
+class KeyCheck:
+    """What an index holds under one sort key: how many documents, how many of them store a
+    check, and the sums of those checks' halves. One document with a check: ``check`` is it."""
+
+    sort_key: str
+    docs: int
+    checked: int
+    hi: int
+    lo: int
+
+    @property
+    def check(self) -> int | None:
+        """The one document's check; None unless exactly one document holds the key, with a check."""
+        if self.docs != 1 or self.checked != 1:
+            return None
+        return (self.hi << 32) | self.lo

@@ -20,7 +20,7 @@ from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any, final
 
-from sparkindex.checksums import RangeChecksum
+from sparkindex.checksums import KeyCheck, RangeChecksum
 from sparkindex.errors import PermanentError, SparkIndexError
 from sparkindex.targets.base import KeyBounds, SearchHit, StoredDocument, TargetHandle
 
@@ -85,6 +85,13 @@ class TargetReader(TargetHandle):
         read). Documents without a check (tombstones, documents written before checks were
         stored) are in no range's figure."""
         raise PermanentError(f"{type(self).__name__} cannot sum the checks of a key range")
+
+    def key_checks(self, name: str, key_range: KeyBounds) -> Iterator[KeyCheck]:
+        """Every sort key of *name* in ``[lo, hi)``, ascending, with how many documents hold it,
+        how many of those store a check, and the sums of their checks' halves: what verify
+        compares a differing range by, key by key, without reading a document (the engine's own
+        aggregation over the sort key, paged)."""
+        raise PermanentError(f"{type(self).__name__} cannot list the checks of a key range")
 
     def mapping(self, name: str) -> dict[str, Any]:
         """The mapping index or alias *name* was created with, as

@@ -22,9 +22,11 @@ Lines, selected with ``BENCH`` (comma-separated; default ``all``):
   (bench/transform_cache.py);
 - ``resume``: a full run, a SIGKILL at half way, the rerun, verify (bench/resume.py);
 - ``memory``: peak RSS per Spark Python worker at a small and a large row count (bench/memory.py);
-- ``verify``: verify on Spark against the reindex's own docs/s, the shop at ``BENCH_ROWS`` (bench/verify.py);
+- ``verify``: verify of a clean index (range checksums first) against the same run's full reindex,
+  the shop at ``BENCH_ROWS``, one line per source of ``BENCH_VERIFY_SOURCES`` (bench/verify.py);
 - ``reconcile``: a sync healing a gap in its change log (verify/repair on Spark) against the same
-  index's full reindex, the shop at ``BENCH_ROWS`` with planted drift (bench/reconcile.py);
+  index's full reindex, the shop at ``BENCH_ROWS`` with 1 % planted drift, one line per source of
+  ``BENCH_RECONCILE_SOURCES`` (bench/reconcile.py);
 - ``null``: ``reindex_null``, ~2 KB nested documents from PostgreSQL into a null bulk endpoint
   (the pipeline's own cost) against a COPY ceiling and the PGSync peer figure (bench/null.py);
 - ``sync``: ``sync_latency`` (commit to searchable at a steady rate) and ``catch_up`` (a backlog
@@ -41,6 +43,7 @@ Sizes: ``BENCH_ROWS`` (shop and pg, default 1,000,000), ``BENCH_LARGE_ROWS`` (de
 ``BENCH_MEMORY_PARTITION`` = 10,000 rows), ``BENCH_LARGE_SOURCES`` (sqlite,postgres),
 ``BENCH_WIDE_ROWS`` (default 500,000), ``BENCH_WIDE_SOURCES`` (sqlite,postgres),
 ``BENCH_SHAPED_ROWS`` (default 500,000), ``BENCH_SHAPED_SOURCES`` (sqlite,postgres),
+``BENCH_VERIFY_SOURCES`` and ``BENCH_RECONCILE_SOURCES`` (sqlite,postgres),
 ``BENCH_NULL_ROWS`` (default 1,000,000), ``BENCH_NULL_MEMORY_SMALL`` (default a quarter of it) and
 ``BENCH_TRANSFORM_CACHE_DOCS`` / ``_PAGE`` / ``_ROUNDS`` (20,000 / 1,000 / 5),
 ``BENCH_CLAIMS_SCALE_SIZES`` (1,64,256,1024 executors) / ``_PARTITIONS`` (8 per executor) /
@@ -169,6 +172,15 @@ def shaped_lines() -> Iterable[str]:
     return main_lines(tuple(s.strip() for s in sources if s.strip()))
 
 
+def verify_lines(name: str, rows: int) -> Iterable[dict[str, object]]:
+    """``verify`` or ``reconcile``: one line per source; a failing source yields an error line."""
+    from bench.verify import sources_from_env
+
+    sources = sources_from_env(f"BENCH_{name.upper()}_SOURCES")
+    lines: Iterable[dict[str, object]] = importlib.import_module(f"bench.{name}").main_lines(sources, rows)
+    return lines
+
+
 def null_lines() -> list[dict[str, object]]:
     from bench.null import bench_null  # imported only when selected
 
@@ -199,6 +211,7 @@ def main() -> None:
     large_rows = int(os.environ.get("BENCH_LARGE_ROWS", "500000"))
     names = selected()
     servers = {"pg", "claims", "claims_scale", "large", "wide", "shaped", "transform_cache", "resume", "null", "sync"}
+    servers |= {"verify", "reconcile"}  # their PostgreSQL lines
     if servers & set(names):
         services()
     from bench.large import bench_shop
@@ -219,8 +232,9 @@ def main() -> None:
         "resume": lambda: [bench_resume()],
         "memory": lambda: [bench_memory()],
         "null": null_lines,
-        "verify": lambda: [importlib.import_module("bench.verify").bench_verify(rows)],
-        "reconcile": lambda: [importlib.import_module("bench.reconcile").bench_reconcile(rows)],
+        # one line per source of BENCH_VERIFY_SOURCES / BENCH_RECONCILE_SOURCES (sqlite,postgres)
+        "verify": lambda: verify_lines("verify", rows),
+        "reconcile": lambda: verify_lines("reconcile", rows),
         "sync": lambda: importlib.import_module("bench.sync").main_lines(),  # sync_latency, catch_up
         "chaos": chaos_lines,
     }

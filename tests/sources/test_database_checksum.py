@@ -17,6 +17,7 @@ from sparkindex.documents import resolve_index
 from sparkindex.documents.builder import DocumentBuilder
 from sparkindex.documents.in_database import JsonAggregationBuilder
 from sparkindex.documents.plan import IndexPlan
+from sparkindex.keys import sort_key
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.postgres import PostgresSource
 from tests.fresh_databases import fresh_database
@@ -117,6 +118,31 @@ def test_a_range_with_a_value_only_python_writes_canonically_is_left_to_the_work
         builder = JsonAggregationBuilder(source, _plan(source))
         assert builder.database_checksum(KeyRange((40,), (50,))) is None
         assert builder.database_checksum(KeyRange((42,), (50,))) is not None  # the range after it: summed
+    finally:
+        with source.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE items SET price = 0.5 WHERE id = 42"))
+
+
+@pytest.mark.parametrize("routing", [None, "shop"])
+def test_each_rows_check_is_its_documents(source: PostgresSource, routing: str | None) -> None:
+    """Key by key (how a range that differs is compared): the server's check of each row is the
+    check of the document the builder makes of it."""
+    builder = JsonAggregationBuilder(source, _plan(source, routing))
+    rng = KeyRange((17,), (230,))
+    rows = builder.database_checks(rng)
+    assert rows is not None and len(rows) == 213
+    built = {d.sort_key: d.check for d in builder.page(rng, None, 10_000).docs}
+    assert {sort_key(key): check for key, check in rows} == built
+    assert all(isinstance(key[0], int) for key, _ in rows)
+
+
+def test_a_row_only_python_writes_canonically_has_no_server_check(source: PostgresSource) -> None:
+    with source.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE items SET price = 1e-7 WHERE id = 42"))
+    try:
+        rows = JsonAggregationBuilder(source, _plan(source)).database_checks(KeyRange((40,), (44,)))
+        assert rows is not None
+        assert {key[0]: check is None for key, check in rows} == {41: False, 42: True, 43: False, 44: False}
     finally:
         with source.engine.begin() as conn:
             conn.execute(sa.text("UPDATE items SET price = 0.5 WHERE id = 42"))

@@ -91,6 +91,11 @@ class DocumentBuilder:
         caller builds the range's documents and sums their checks."""
         return None
 
+    def database_checks(self, rng: KeyRange) -> list[tuple[Key, int | None]] | None:
+        """Optional: each row of the range as its key and its document's check, computed by the
+        database itself; None (the default) where it cannot."""
+        return None
+
     def by_keys(self, keys: Sequence[Key]) -> tuple[list[BuiltDocument], list[DocumentError], list[str]]:
         """The documents of the root rows with these id keys (change capture rebuilds by key).
 

@@ -264,23 +264,51 @@ class JsonAggregationBuilder(DocumentBuilder):
             return None
         return RangeChecksum(int(n), int(hi or 0), int(lo or 0))
 
-    def _checksum_statement(self, rng: KeyRange) -> sa.Select[Any]:
+    def database_checks(self, rng: KeyRange) -> list[tuple[Key, int | None]] | None:
+        """Each row of the range as its key and its document's check, written and hashed by the
+        server (keys and 8 bytes a row cross the wire, no document): how a range whose checksums
+        differ is compared key by key. A document holding a value only Python writes canonically
+        gets None (the caller builds it); None for the whole range where the server does not
+        write the canonical JSON."""
+        if self._canonical is None:
+            return None
+        with self.source.connect(f"the checks of a range of table {self.plan.table.name!r}") as conn:
+            self._check_server(conn)
+            if self._canonical is None:
+                return None
+            conn.execute(sa.text("SET LOCAL jit = off"))  # see database_checksum
+            rows = conn.execute(self._checks_statement(rng)).fetchall()
+        n = len(self._keys)
+        return [(tuple(r[:n]), None if r[n] else (int(r[n + 1]) << 32) | int(r[n + 2])) for r in rows]
+
+    def _digests(self, rng: KeyRange) -> Any:
+        """The range's rows as (key columns..., md5 of the hash key and the canonical JSON, whether
+        the document holds a value marked for Python), a subquery."""
         # OFFSET 0 keeps the planner from inlining the documents into the digests: the document
         # expression, with its correlated subqueries, would then be evaluated once per use
         docs = self.statement(rng, None, None).order_by(None).offset(0).subquery("d")
-        doc = list(docs.c)[-1]
+        columns = list(docs.c)
+        doc = columns[-1]
         key = self._hash_key
         data: Any = doc if not key else sa.func.decode(key.hex(), "hex").op("||")(sa.func.convert_to(doc, "UTF8"))
-        digests = sa.select(
-            sa.func.md5(data).label("m"), (sa.func.strpos(doc, SLOW_MARK.decode("ascii")) > 0).label("marked")
-        ).subquery("h")
+        marked = (sa.func.strpos(doc, SLOW_MARK.decode("ascii")) > 0).label("marked")
+        return sa.select(*columns[: len(self._keys)], sa.func.md5(data).label("m"), marked).subquery("h")
 
-        def half(start: int) -> Any:
-            hex_digits = sa.literal("x").op("||")(sa.func.substr(digests.c.m, start, 8))
-            return sa.func.sum(sa.cast(sa.cast(hex_digits, BIT(32)), sa.BigInteger))
+    @staticmethod
+    def _half(digest: Any, start: int) -> Any:
+        """32 bits of an MD5's hex text, from hex digit *start* (1-based), as a bigint."""
+        hex_digits = sa.literal("x").op("||")(sa.func.substr(digest, start, 8))
+        return sa.cast(sa.cast(hex_digits, BIT(32)), sa.BigInteger)
 
-        marked = sa.func.count().filter(digests.c.marked)
-        return sa.select(sa.func.count(), marked, half(1), half(9))
+    def _checksum_statement(self, rng: KeyRange) -> sa.Select[Any]:
+        h = self._digests(rng)
+        marked = sa.func.count().filter(h.c.marked)
+        return sa.select(sa.func.count(), marked, sa.func.sum(self._half(h.c.m, 1)), sa.func.sum(self._half(h.c.m, 9)))
+
+    def _checks_statement(self, rng: KeyRange) -> sa.Select[Any]:
+        h = self._digests(rng)
+        keys = list(h.c)[: len(self._keys)]
+        return sa.select(*keys, h.c.marked, self._half(h.c.m, 1), self._half(h.c.m, 9))
 
     def by_keys(self, keys: Sequence[Key]) -> tuple[list[BuiltDocument], list[DocumentError], list[str]]:
         wanted = self._coerced(keys)

@@ -8,7 +8,10 @@ is extra like any document. Over a read replica, an id the replica lacks is aske
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sparkindex.documents.tombstones import is_tombstone
+from sparkindex.targets.base import KeyBounds
 from sparkindex.verify.drift import RangeSummary
 from sparkindex.verify.page_compare import LOOKUP_CHUNK
 from sparkindex.verify.primary_check import present_on_primary
@@ -20,11 +23,29 @@ def check_index_range(res: Resources, task: RangeTask, options: TaskOptions) -> 
     summary = RangeSummary(task.alias, "index")
     if task.index is None:
         return summary
+    fixer = RangeRepair(res, task, options) if options.repair else None
+    scan_for_extra(res, task, [(task.lo, task.hi)], summary, fixer)
+    if fixer is not None:
+        fixer.finish()
+    return summary
+
+
+def scan_for_extra(
+    res: Resources,
+    task: RangeTask,
+    key_ranges: Iterable[KeyBounds],
+    summary: RangeSummary,
+    fixer: RangeRepair | None,
+) -> None:
+    """Scan *key_ranges* of the task's index and count (with *fixer*, remove) what no row builds.
+
+    The ids of every range are asked of the source together, a chunk at a time: a differing
+    range's extra keys (:mod:`sparkindex.verify.range_descent`) are many ranges of one key each.
+    """
+    assert task.index is not None
     lookup = res.lookup(task.alias)
     soft = res.builder(task.alias).plan.config.deletes == "soft"
-    fixer = RangeRepair(res, task, options) if options.repair else None
     pending: dict[str, list[str]] = {}  # id -> the hash of each copy seen
-
     primary = res.primary_lookup(task.alias)
 
     def flush() -> None:
@@ -44,13 +65,11 @@ def check_index_range(res: Resources, task: RangeTask, options: TaskOptions) -> 
             fixer.delete(summary, extra)
         pending.clear()
 
-    for doc_id, doc_hash in res.target.scan_hashes(task.index, key_range=(task.lo, task.hi)):
-        summary.scanned += 1
-        pending.setdefault(doc_id, []).append(doc_hash)
-        if len(pending) >= LOOKUP_CHUNK:
-            flush()
+    for bounds in key_ranges:
+        for doc_id, doc_hash in res.target.scan_hashes(task.index, key_range=bounds):
+            summary.scanned += 1
+            pending.setdefault(doc_id, []).append(doc_hash)
+            if len(pending) >= LOOKUP_CHUNK:
+                flush()
     if pending:
         flush()
-    if fixer is not None:
-        fixer.finish()
-    return summary

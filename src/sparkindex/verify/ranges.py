@@ -30,6 +30,7 @@ from sparkindex.verify.index_range import check_index_range
 from sparkindex.verify.page_compare import compare_page, index_hashes
 from sparkindex.verify.primary_check import drifted, recheck
 from sparkindex.verify.range_checksums import compare_checksums, pages
+from sparkindex.verify.range_descent import descend
 from sparkindex.verify.range_repair import RangeRepair
 from sparkindex.verify.range_task import RangeTask, Resources, TaskOptions
 
@@ -54,6 +55,9 @@ def check_source_range(res: Resources, task: RangeTask, options: TaskOptions) ->
         clean = compare_checksums(res, task, options)
         if clean is not None:
             return clean
+        if res.primary_builder(task.alias) is None:
+            return descend(res, task, options)
+        # over a read replica every drifted id is asked again of the primary: compared by id
         summary = compare_documents(res, task, options)
         summary.ranges_compared += 1
         summary.ranges_descended += 1

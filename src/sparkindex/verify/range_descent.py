@@ -1,0 +1,106 @@
+"""A range whose checksums differ, compared key by key: only the documents that differ are built.
+
+The range's figures said *that* it differs, not where. Both sides then list the range's keys with
+each document's check, still without sending a document:
+
+* the index: every sort key of the range with how many documents hold it and their checks
+  (:meth:`~sparkindex.targets.reader.TargetReader.key_checks`, the engine's aggregation);
+* the source: each row's key and its document's check, written and hashed by PostgreSQL
+  (:meth:`~sparkindex.documents.builder.DocumentBuilder.database_checks`), or, where the database
+  cannot, the range's documents built here (whose checks are then at hand).
+
+A key whose one document carries the source's check is clean. Every other key of the source (no
+copy in the index, two copies, another check, a row only Python can write) is built by key and
+compared by id with the page comparison (:func:`~sparkindex.verify.page_compare.compare_page`),
+which classifies it (missing, stale, duplicate, unbuildable) and, with repair, rewrites it. A key
+only the index holds is scanned on its own (:func:`~sparkindex.verify.index_range.scan_for_extra`):
+extra, or with ``deletes: soft`` a tombstone, and with repair removed. So a 1 % drift costs
+building about 1 % of the documents, not the whole range.
+
+Extra documents found here are counted among the index's copies the source side accounted for
+(``matched``), as :func:`~sparkindex.verify.ranges._gone` does, so the verifier's count of extra
+documents does not send the index side to look for them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sparkindex.checksums import KeyCheck
+from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key
+from sparkindex.errors import DocumentError
+from sparkindex.keys import load_key, sort_key
+from sparkindex.retry import retry_transient
+from sparkindex.sources.base import KeyRange
+from sparkindex.verify.drift import RangeSummary
+from sparkindex.verify.index_range import scan_for_extra
+from sparkindex.verify.page_compare import compare_page
+from sparkindex.verify.range_checksums import pages
+from sparkindex.verify.range_repair import RangeRepair
+from sparkindex.verify.range_task import RangeTask, Resources, TaskOptions
+
+
+def descend(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary:
+    """Compare a differing range key by key; build and compare by id only the keys that differ."""
+    assert task.index is not None
+    index, bounds = task.index, (task.lo, task.hi)
+    summary = RangeSummary(task.alias, "source", ranges_compared=1, ranges_descended=1)
+    fixer = RangeRepair(res, task, options) if options.repair else None
+    held = {
+        k.sort_key: k
+        for k in retry_transient(
+            lambda: list(res.target.key_checks(index, bounds)),
+            f"the checks of a range of {index}",
+            options.retries,
+            options.backoff(),
+        )
+    }
+    builder = res.builder(task.alias)
+    rng = KeyRange(load_key(task.after), load_key(task.upto))
+    rows = retry_transient(
+        lambda: builder.database_checks(rng),
+        f"the checks of {builder.plan.table.name}",
+        options.retries,
+        options.backoff(),
+    )
+    if rows is not None:
+        differing = [key for key, check in rows if not _clean(held.pop(sort_key(key), None), check, summary)]
+        docs, failures = _by_keys(builder, differing, options)
+        compare_page(res.target, index, docs, failures, summary, fixer)
+    else:
+        for page in pages(builder, rng, options):
+            built = [d for d in page.docs if not _clean(held.pop(d.sort_key or "", None), d.check, summary)]
+            compare_page(res.target, index, built, page.failures, summary, fixer)
+    # keys the index holds and no row of the range does: extra documents or tombstones (or a copy
+    # of a row that cannot be built, which the page comparison counted already: the source has it)
+    before = summary.extra
+    scan_for_extra(res, task, [(k, k + "0") for k in sorted(held)], summary, fixer)
+    summary.matched += summary.extra - before
+    if fixer is not None:
+        fixer.finish()
+    return summary
+
+
+def _clean(held: KeyCheck | None, check: int | None, summary: RangeSummary) -> bool:
+    """Whether the index holds exactly one document under the key, carrying *check*; counted."""
+    if check is None or held is None or held.check != check:
+        return False
+    summary.checked += 1
+    summary.matched += 1
+    return True
+
+
+def _by_keys(
+    builder: DocumentBuilder, keys: Sequence[Key], options: TaskOptions
+) -> tuple[list[BuiltDocument], list[DocumentError]]:
+    """The documents of *keys*, built as a page builds them (rows deleted meanwhile are left out:
+    their copies, if any, are extra and the verifier's counts find them)."""
+    if not keys:
+        return [], []
+    docs, failures, _gone = retry_transient(
+        lambda: builder.by_keys(list(keys)),
+        f"documents of {builder.plan.table.name} by key",
+        options.retries,
+        options.backoff(),
+    )
+    return docs, failures

@@ -31,7 +31,7 @@ states the figure.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: the fields an index stores a document's check in (high and low 32 bits)
 CHECK_HI_FIELD = "_check_hi"
@@ -66,6 +66,9 @@ class RangeChecksum:
     count: int = 0
     hi: int = 0
     lo: int = 0
+    #: the index's side: documents of the range that store no check (tombstones, or written by
+    #: a sparkindex that stored none), which the figure cannot speak for
+    unchecked: int = field(default=0, compare=False)
 
     @classmethod
     def of_checks(cls, checks: list[int]) -> RangeChecksum:
@@ -80,8 +83,9 @@ class RangeChecksum:
         return self.count < MAX_EXACT_COUNT
 
     def matches(self, other: RangeChecksum) -> bool:
-        """Both sides hold the same documents, as far as the checksum can tell (see the module's
-        doc for the odds of a false match); never for a range too large to sum exactly."""
+        """Both sides hold the same documents with checks, as far as the checksum can tell (see
+        the module's doc for the odds of a false match); never for a range too large to sum
+        exactly. Documents without a check are the caller's to weigh (``unchecked``)."""
         return self.exact and other.exact and self == other
 
     def to_json(self) -> dict[str, int]:

@@ -86,6 +86,9 @@ class TargetReader(TargetHandle):
         stored) are in no range's figure."""
         raise PermanentError(f"{type(self).__name__} cannot sum the checks of a key range")
 
+    #: whether :meth:`key_checks` is implemented (a backend that has it says so)
+    lists_key_checks: bool = False
+
     def key_checks(self, name: str, key_range: KeyBounds) -> Iterator[KeyCheck]:
         """Every sort key of *name* in ``[lo, hi)``, ascending, with how many documents hold it,
         how many of those store a check, and the sums of their checks' halves: what verify

@@ -53,6 +53,9 @@ def test_each_capability_declares_only_its_own_methods() -> None:
         "documents_by_id",
         "routings",
         "count_hash_prefix",
+        "stores_checks",
+        "range_checksums",
+        "key_checks",
     }
     assert own_methods(OffsetsHost) == {"consumer_offsets"}
     assert own_methods(Target) == set(), "a whole backend is its capabilities, nothing more"

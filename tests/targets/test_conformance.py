@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from sparkindex.checksums import KeyCheck, RangeChecksum, document_check
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.errors import LockLost, PermanentError
 from sparkindex.keys import sort_key
 from sparkindex.retry import Backoff
-from sparkindex.targets.base import BulkItem
+from sparkindex.targets.base import BulkItem, KeyBounds
+from sparkindex.targets.tantivy import reader as tantivy_reader
 from sparkindex.targets.target import Target
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.targets.backends import BACKENDS, Backend, make_backend
@@ -329,3 +332,148 @@ def test_concurrent_bulks_from_threads(target: Target) -> None:
     assert errors == [] and not any(t.is_alive() for t in threads)
     target.finish_version(index)
     assert target.count(index) == 120
+
+
+# -- range checksums (verify compares a key range by one figure per side) ------------------------------
+def checked(i: int, name: str | None = None, check: int | None = None) -> BulkItem:
+    """doc(i) carrying its range check: the document's own, or *check*."""
+    item = doc(i, name)
+    return replace(item, check=document_check(item.source or b"") if check is None else check)
+
+
+def expected(stored: dict[str, BulkItem], bounds: KeyBounds) -> RangeChecksum:
+    """What the index must report for *bounds*: the checks of the stored items in it."""
+    lo, hi = bounds
+    return RangeChecksum.of_checks(
+        [
+            item.check
+            for item in stored.values()
+            if item.check is not None
+            and item.sort_key is not None
+            and (lo is None or item.sort_key >= lo)
+            and (hi is None or item.sort_key < hi)
+        ]
+    )
+
+
+RANGES: list[KeyBounds] = [
+    (None, sort_key([4])),
+    (sort_key([4]), sort_key([10])),
+    (sort_key([10]), None),
+    (sort_key([6]), sort_key([6])),  # empty: lo == hi
+    (sort_key([30]), None),  # empty: above every key
+    (None, None),
+]
+
+
+def test_range_checksums_sum_the_checks_of_each_range(target: Target) -> None:
+    index = target.create_version("sums", MAPPING)
+    assert target.stores_checks(index)
+    extremes = {0: 0, 5: 2**64 - 1, 11: 2**63}  # halves at their bounds: sums exact past 2**32
+    items = [checked(i, check=extremes.get(i)) if i % 4 != 3 else doc(i) for i in range(16)]  # 3, 7, ...: none
+    load(target, index, items)
+    target.finish_version(index)
+    stored = {item.id: item for item in items}
+    figures = target.range_checksums(index, RANGES)
+    assert figures == [expected(stored, r) for r in RANGES]
+    assert figures[-1].count == 12 and figures[3] == figures[4] == RangeChecksum()  # unchecked ones not counted
+
+    # a delete leaves its range; an upsert with another check changes it; one without, removes it
+    changes = [BulkItem("5", op="delete"), checked(8, "renamed"), doc(12, "unchecked now")]
+    load(target, index, changes)
+    del stored["5"]
+    stored["8"], stored["12"] = changes[1], changes[2]
+    again = target.range_checksums(index, RANGES)
+    assert again == [expected(stored, r) for r in RANGES]
+    assert again[1] != figures[1] and again[2] != figures[2] and again[-1].count == 10
+
+    target.swap("sums", index, None)  # by alias, as verify asks
+    assert target.stores_checks("sums") and target.range_checksums("sums", RANGES) == again
+
+
+def test_range_checksums_of_many_ranges_keep_their_order(target: Target) -> None:
+    """More ranges than one engine request sums (500): each figure is still its range's."""
+    index = target.create_version("many", MAPPING)
+    items = [checked(i) for i in range(40)]
+    load(target, index, items)
+    target.finish_version(index)
+    keys = [sort_key([i]) for i in range(40)]
+    ranges: list[KeyBounds] = [(keys[i % 40], keys[i % 40 + 1] if i % 40 < 39 else None) for i in range(1201)]
+    figures = target.range_checksums(index, ranges)
+    assert figures == [RangeChecksum.of_checks([items[i % 40].check or 0]) for i in range(1201)]
+
+
+def test_an_index_from_before_checks_is_written_and_refuses_their_sums(backend: Backend, target: Target) -> None:
+    """An index created before indexes stored checks keeps working: it takes documents that carry
+    a check (without storing it: a strict mapping would refuse the fields), says it stores none,
+    and refuses to sum them rather than report every range empty."""
+    old = backend.create_old_version(target, "legacy", MAPPING)
+    assert not target.stores_checks(old)
+    items = [checked(i) for i in range(6)]
+    load(target, old, items)
+    target.finish_version(old)
+    assert dict(target.scan_hashes(old)) == {item.id: item.hash for item in items}
+    if backend.proxy is not None:  # sent once: the target knew not to send the checks there
+        assert sorted(i for b in backend.proxy.bulks for i in b.ids) == sorted(item.id for item in items)
+    assert target.mapping(old) == MAPPING
+    with pytest.raises(PermanentError, match="stores no range checks"):
+        target.range_checksums(old, [(None, None)])
+    target.swap("legacy", old, None)
+    assert not target.stores_checks("legacy")
+    new = target.create_version("legacy", MAPPING)
+    assert target.stores_checks(new) and target.mapping(new) == MAPPING
+
+
+def test_writes_through_an_alias_moved_back_to_an_older_index(backend: Backend, target: Target) -> None:
+    """A target remembers per name whether its index takes checks; when the alias written to
+    moves back to an index from before checks (a rollback), the documents still land."""
+    if backend.name == "tantivy":
+        pytest.skip("Tantivy writes name a version, never an alias")
+    new = target.create_version("moved", MAPPING)
+    target.swap("moved", new, None)
+    load(target, "moved", [checked(1)])
+    old = backend.create_old_version(target, "moved", MAPPING)
+    target.swap("moved", old, new)
+    load(target, "moved", [checked(2), checked(3)])
+    assert sorted(i for i, _ in target.scan_hashes(old)) == ["2", "3"]
+    assert target.range_checksums(new, [(None, None)]) == [RangeChecksum.of_checks([checked(1).check or 0])]
+
+
+def test_key_checks_list_each_key_of_a_range_with_its_checks(
+    backend: Backend, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What verify compares a differing range by, key by key: every key in order, how many
+    documents hold it, how many of them carry a check, and the sums of those checks."""
+    index = target.create_version("keys", MAPPING)
+    twin = replace(checked(5, "twin"), id="5b")  # a second document under the key of 5
+    items = [checked(i) if i % 4 != 3 else doc(i) for i in range(12)] + [twin]
+    load(target, index, items)
+    target.finish_version(index)
+
+    def wanted(bounds: KeyBounds) -> list[KeyCheck]:
+        lo, hi = bounds
+        by_key: dict[str, list[BulkItem]] = {}
+        for item in items:
+            key = item.sort_key or ""
+            if (lo is None or key >= lo) and (hi is None or key < hi):
+                by_key.setdefault(key, []).append(item)
+        out = []
+        for key in sorted(by_key):
+            sums = RangeChecksum.of_checks([i.check for i in by_key[key] if i.check is not None])
+            out.append(KeyCheck(key, len(by_key[key]), sums.count, sums.hi, sums.lo))
+        return out
+
+    # small pages, so that every range is listed over several requests (or aggregations)
+    if backend.name == "tantivy":
+        monkeypatch.setattr(tantivy_reader, "KEY_CHECKS_PAGE", 2)
+        paged = target
+    else:
+        paged = backend.open(scan_page_size=2)
+    for bounds in RANGES:
+        assert list(paged.key_checks(index, bounds)) == wanted(bounds), bounds
+    listed = {k.sort_key: k for k in paged.key_checks(index, (None, None))}
+    assert listed[sort_key([5])].docs == 2 and listed[sort_key([5])].check is None  # two copies
+    assert listed[sort_key([3])].checked == 0 and listed[sort_key([3])].check is None  # written without
+    assert listed[sort_key([4])].check == checked(4).check
+    if paged is not target:
+        paged.close()

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from sparkindex.checksums import check_halves
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.errors import ConfigError
 from sparkindex.keys import sort_key
@@ -17,6 +18,7 @@ from sparkindex.targets.search_engine.bulk import EncodedItem, chunks, encode_it
 from sparkindex.targets.search_engine.mapping import (
     DATE_FORMAT,
     creation_settings,
+    declares_checks,
     index_mapping,
     normalize_settings,
     restored_settings,
@@ -45,6 +47,9 @@ def test_mapping_completed_for_the_engine() -> None:
     props = body["properties"]
     assert body["dynamic"] == "strict"
     assert props["_key"] == {"type": "keyword"} and props["_hash"] == {"type": "keyword"}
+    # summed by aggregations (doc values), never searched (no index)
+    assert props["_check_hi"] == props["_check_lo"] == {"type": "long", "index": False}
+    assert declares_checks(body) and not declares_checks(PLANNED)
     assert props["name"] == {**PLANNED["properties"]["name"]}  # analyzer, copy_to, sub-field kept
     assert props["secret_note"]["index"] is False
     assert props["created_at"]["format"] == DATE_FORMAT
@@ -58,6 +63,7 @@ def test_mapping_completed_for_the_engine() -> None:
     ("mapping", "message"),
     [
         ({"properties": {"_key": {"type": "keyword"}}}, "clash"),
+        ({"properties": {"_check_lo": {"type": "long"}}}, "clash"),
         ({"properties": {"x": {"type": "strnig"}}}, "field 'x' has unknown type 'strnig'"),
         ({"properties": {"x": {"type": "long", "properties": {}}}}, "cannot have properties"),
         ({"properties": {"o": {"properties": {"y": "text"}}}}, "field 'o.y' must be an object"),
@@ -107,6 +113,19 @@ def test_key_and_hash_are_spliced_into_the_body() -> None:
     assert end == b""
     assert orjson.loads(with_key_and_hash(b"{}", "0a", "h")) == {"_key": "0a", "_hash": "h"}
     assert orjson.loads(with_key_and_hash(b' { "a":1}', None, "h")) == {"a": 1, "_hash": "h"}
+
+
+def test_the_check_halves_are_spliced_only_where_the_index_declares_them() -> None:
+    doc = {"a": 1}
+    check = 2**64 - 2
+    _, body, _ = encode_item(item(doc, check=check), checks=True).lines.split(b"\n")
+    hi, lo = check_halves(check)
+    assert (hi, lo) == (2**32 - 1, 2**32 - 2)
+    spliced = {"_key": sort_key([7]), "_hash": item(doc).hash, "_check_hi": hi, "_check_lo": lo}
+    assert orjson.loads(body) == {**doc, **spliced}
+    for sent in (encode_item(item(doc, check=check)), encode_item(item(doc), checks=True)):
+        assert b"_check" not in sent.lines  # an index from before checks; an item without one
+    assert orjson.loads(with_key_and_hash(b"{}", None, None, 5)) == {"_check_hi": 0, "_check_lo": 5}
 
 
 def test_items_the_engine_would_fail_the_whole_request_for_are_refused_alone() -> None:

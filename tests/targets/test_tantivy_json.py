@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import datetime as dt
 import json
 from typing import Any
@@ -19,10 +20,18 @@ import orjson
 import pytest
 import tantivy
 
+from sparkindex.checksums import check_halves
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.encoding import json_default
 from sparkindex.targets.base import BulkItem
-from sparkindex.targets.tantivy.schema import SchemaPlan, _rfc3339, build_schema, to_tantivy_json
+from sparkindex.targets.tantivy.schema import (
+    SchemaPlan,
+    _rfc3339,
+    build_schema,
+    to_tantivy_json,
+    with_checks,
+    without_marker,
+)
 
 MAPPING: dict[str, Any] = {
     "properties": {
@@ -144,3 +153,32 @@ def test_tantivy_reads_a_later_key_over_an_earlier_one_and_an_empty_list_as_no_v
     assert ids('title.keyword:"Zürich «café»"') == ["1"] and ids('title.keyword:"東京"') == ["6"]
     stored = {searcher.doc(a)["_id"][0]: searcher.doc(a) for _, a in searcher.search(index.parse_query("*"), 20).hits}
     assert stored["9"]["_key"] == ["k9"] and orjson.loads(stored["9"]["_source"][0])["_key"] == 1
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[f"doc{d['id']}" for d in DOCS])
+def test_both_paths_write_the_check_halves_where_the_schema_has_them(doc: dict[str, Any]) -> None:
+    check = 2**64 - 1 - doc["id"]
+    with_check = dataclasses.replace(item(doc), check=check)
+    _, plan = build_schema(with_checks(MAPPING))
+    _, risky = build_schema(with_checks(RISKY))
+    assert plan.checks and risky.checks
+    # the spliced path (where taken), the dict path, and the dict path decoding the bytes itself
+    for converted, p in ((with_check, plan), (with_check, risky), (dataclasses.replace(with_check, fields=None), plan)):
+        body = json.loads(to_tantivy_json(converted, p))
+        assert (body["_check_hi"], body["_check_lo"]) == check_halves(check)
+    _, old = build_schema(MAPPING)  # an index from before checks: its schema has no such fields
+    assert not old.checks and "_check_hi" not in json.loads(to_tantivy_json(with_check, old))
+    assert "_check_hi" not in json.loads(to_tantivy_json(item(doc), plan))  # an item without a check
+
+
+def test_the_marker_adds_the_check_fields_as_fast_integers() -> None:
+    marked = with_checks(MAPPING)
+    assert without_marker(marked) == MAPPING
+    schema, plan = build_schema(marked)
+    index = tantivy.Index(schema)
+    writer = index.writer(15_000_000, 1)
+    writer.add_json(to_tantivy_json(dataclasses.replace(item(DOCS[0]), check=2**40 + 3), plan).decode())
+    writer.commit()
+    index.reload()
+    stats = index.searcher().aggregate(tantivy.Query.all_query(), {"h": {"stats": {"field": "_check_hi"}}})
+    assert (stats["h"]["count"], stats["h"]["sum"]) == (1, 2**8)

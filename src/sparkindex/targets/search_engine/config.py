@@ -79,7 +79,8 @@ class SearchEngineConfig(BaseModel):
     health_timeout_s: float = Field(default=120.0, gt=0)
     #: where the newest fencing token per alias is kept (one document per alias)
     fence_index: str = Field(default=".sparkindex-fences", pattern=r"^[a-z0-9.][a-z0-9._\-]*$")
-    #: documents per scroll page and ids per lookup when scanning hashes
+    #: documents per scroll page and ids per lookup when scanning hashes, keys per page when
+    #: listing the checks of a key range
     scan_page_size: int = Field(default=1000, ge=1, le=10_000)
     scroll_keep_alive: str = Field(default="5m", pattern=r"^\d+[smh]$")
     #: refresh before count and scans, so that what a bulk acknowledged is what they see (an index

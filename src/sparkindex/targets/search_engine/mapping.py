@@ -1,7 +1,9 @@
 """The planner's mapping and the index's settings, as an OpenSearch/Elasticsearch index body.
 
 The planner already speaks this dialect (``documents/mapping.py``), so translation is mostly
-completion: the sortable key and the content hash every document carries, the marks of a soft
+completion: the sortable key and the content hash every document carries, the halves of its
+range check (``_check_hi``, ``_check_lo``: longs with doc values and no index, since they are only
+ever summed by aggregations; :mod:`sparkindex.checksums`), the marks of a soft
 delete (``_deleted``, ``_deleted_at``), ``dynamic: strict``
 (a document with a field the mapping does not know is rejected and dead-lettered, rather than
 silently growing the mapping), date formats that take what the builder writes, and the index's
@@ -14,6 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from sparkindex.checksums import CHECK_FIELDS
 from sparkindex.errors import ConfigError
 from sparkindex.targets.base import DELETED_AT_FIELD, DELETED_FIELD, HASH_FIELD, SORT_KEY_FIELD
 from sparkindex.targets.field_types import KNOWN_TYPES
@@ -26,7 +29,9 @@ DATE_FORMAT = "strict_date_optional_time||yyyy-MM-dd HH:mm:ss||yyyy-MM-dd HH:mm:
 #: Settings a bulk load runs with; restored to the index's own (or the defaults) afterwards.
 BULK_LOAD_SETTINGS: dict[str, Any] = {"refresh_interval": "-1", "number_of_replicas": 0}
 
-RESERVED_FIELDS = frozenset({SORT_KEY_FIELD, HASH_FIELD, "_id", "_source", "_routing", "_index", "_meta"})
+RESERVED_FIELDS = frozenset(
+    {SORT_KEY_FIELD, HASH_FIELD, *CHECK_FIELDS, "_id", "_source", "_routing", "_index", "_meta"}
+)
 
 META_KEY = "sparkindex"
 
@@ -49,6 +54,8 @@ def index_mapping(mapping: dict[str, Any], index: str, meta: dict[str, Any]) -> 
     out["properties"] = {name: _field(spec, name, index) for name, spec in props.items()}
     out["properties"][SORT_KEY_FIELD] = {"type": "keyword"}
     out["properties"][HASH_FIELD] = {"type": "keyword"}
+    for name in CHECK_FIELDS:
+        out["properties"][name] = {"type": "long", "index": False}
     # a soft delete's marks (deletes: soft), declared on every index: under `dynamic: strict` a
     # tombstone is refused unless they are, and searches filter on them (a mapping that declares
     # them itself keeps its own)
@@ -61,6 +68,13 @@ def index_mapping(mapping: dict[str, Any], index: str, meta: dict[str, Any]) -> 
 
 #: each engine's vector field type (an embedding a transform adds): the other's is refused by name
 VECTOR_TYPE = {"OpenSearch": "knn_vector", "Elasticsearch": "dense_vector"}
+
+
+def declares_checks(mapping: dict[str, Any]) -> bool:
+    """Whether an index's mapping (as ``_mapping`` answers it) has the check fields: those created
+    before sparkindex wrote checks do not, and refuse them (``dynamic: strict``)."""
+    props = mapping.get("properties") or {}
+    return all(name in props for name in CHECK_FIELDS)
 
 
 def check_vector_types(mapping: dict[str, Any], engine: str, alias: str) -> None:

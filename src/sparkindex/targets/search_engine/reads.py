@@ -10,6 +10,12 @@ documents are cut exactly, from all their keys; larger ones from a uniform rando
 many keys (``function_score``/``random_score`` with a fixed seed over ``_seq_no``, so the same
 index gives the same cuts). With the default 10,000 samples, each of up to a few dozen ranges
 holds its share of the documents within a few percent.
+
+The check sums of key ranges (:func:`range_checksums`) are one ``filters`` aggregation, a bucket
+per range, with ``stats`` of the check halves in each: no document is read. ``filters`` and not a
+``range`` aggregation, which both engines refuse on a keyword field such as ``_key``. The checks of
+a range key by key (:func:`key_checks`) are a ``composite`` aggregation over ``_key`` with the same
+``stats``: ascending and paged by its ``after_key``, so a range of any size is listed in pages.
 """
 
 from __future__ import annotations
@@ -19,12 +25,18 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from sparkindex.checksums import CHECK_HI_FIELD, CHECK_LO_FIELD, KeyCheck, RangeChecksum
 from sparkindex.errors import PermanentError, SparkIndexError, UsageError
 from sparkindex.targets.base import HASH_FIELD, SORT_KEY_FIELD, KeyBounds, SearchHit, StoredDocument
 from sparkindex.targets.search_engine.api import EngineApi
 from sparkindex.targets.search_engine.errors import HttpFailure, request_error
 
 SPLIT_SEED = 20261122
+#: Ranges summed by one request: each is a bucket (search.max_buckets is 65,535 on current
+#: engines, 10,000 on older ones) and a filter clause; far below both, and a short request.
+CHECKSUM_RANGES_PER_REQUEST = 500
+#: the halves of the checks a bucket holds (``stats`` counts only documents with a value)
+_CHECK_STATS = {"h": {"stats": {"field": CHECK_HI_FIELD}}, "l": {"stats": {"field": CHECK_LO_FIELD}}}
 
 
 def count(api: EngineApi, name: str) -> int:
@@ -221,3 +233,59 @@ def mapping_of(api: EngineApi, name: str) -> dict[str, Any]:
     if not found:
         raise PermanentError(f"index {name!r} has no mapping")
     return dict(next(iter(found.values())).get("mappings") or {})
+
+
+def mapping_if_exists(api: EngineApi, name: str) -> dict[str, Any] | None:
+    """The mapping of *name* (an index, or the index behind an alias), or None if there is none."""
+    found = api.call("GET", f"/{quote(name)}/_mapping", f"reading the mapping of {name!r}", missing_ok=True)
+    if not found:
+        return None
+    return dict(next(iter(found.values())).get("mappings") or {})
+
+
+def range_checksums(api: EngineApi, name: str, ranges: Sequence[KeyBounds]) -> list[RangeChecksum]:
+    """The count and check sums of each range of *name*, in order (see module doc). ``stats``
+    counts only documents with a value, so those without a check are in no figure; its sums are
+    doubles, exact for sums of 32-bit halves below 2**53 (:mod:`sparkindex.checksums`)."""
+    out: list[RangeChecksum] = []
+    for start in range(0, len(ranges), CHECKSUM_RANGES_PER_REQUEST):
+        chunk = ranges[start : start + CHECKSUM_RANGES_PER_REQUEST]
+        filters = {str(i): _range_query(bounds) for i, bounds in enumerate(chunk)}
+        body = {"size": 0, "aggs": {"r": {"filters": {"filters": filters}, "aggs": _CHECK_STATS}}}
+        found = api.call("POST", f"/{quote(name)}/_search", f"summing the checks of key ranges of {name!r}", body)
+        buckets = found["aggregations"]["r"]["buckets"]
+        for i in range(len(chunk)):
+            checked, hi, lo = _sums(buckets[str(i)])
+            out.append(RangeChecksum(checked, hi, lo))
+    return out
+
+
+def key_checks(api: EngineApi, name: str, key_range: KeyBounds, page: int) -> Iterator[KeyCheck]:
+    """Every sort key of *key_range* in *name*, ascending, with its documents' checks (see module
+    doc), *page* keys per request."""
+    filters = key_range_filter(key_range)
+    query = {"bool": {"filter": filters}} if filters else {"match_all": {}}
+    composite: dict[str, Any] = {"size": page, "sources": [{"k": {"terms": {"field": SORT_KEY_FIELD}}}]}
+    while True:
+        body = {"size": 0, "query": query, "aggs": {"keys": {"composite": composite, "aggs": _CHECK_STATS}}}
+        found = api.call("POST", f"/{quote(name)}/_search", f"listing the checks of a key range of {name!r}", body)
+        keys = found["aggregations"]["keys"]
+        for bucket in keys["buckets"]:
+            checked, hi, lo = _sums(bucket)
+            yield KeyCheck(str(bucket["key"]["k"]), int(bucket["doc_count"]), checked, hi, lo)
+        after = keys.get("after_key")
+        if len(keys["buckets"]) < page or not after:
+            return
+        composite = {**composite, "after": after}
+
+
+def _sums(bucket: dict[str, Any]) -> tuple[int, int, int]:
+    """(documents with a check, sum of high halves, sum of low halves) of a bucket: the sums come
+    back as doubles, exact for these magnitudes (:mod:`sparkindex.checksums`)."""
+    hi, lo = bucket["h"], bucket["l"]
+    return int(hi["count"]), round(float(hi["sum"] or 0)), round(float(lo["sum"] or 0))
+
+
+def _range_query(bounds: KeyBounds) -> dict[str, Any]:
+    found = key_range_filter(bounds)
+    return found[0] if found else {"match_all": {}}

@@ -4,8 +4,8 @@ A backend subclass fills in two hooks: :meth:`SearchEngineTarget._connect` (its 
 to a :class:`~.api.Transport`) and its config class. On the first request the server is
 identified (``GET /``, or the version the config declares) and refused if sparkindex cannot serve
 it; the transport then talks to it in what its version accepts (:mod:`.engine`). Everything
-engine-neutral lives here and in this package's modules: index bodies (``mapping``), bulk bodies and item classification
-(``bulk``), the alias compare-and-swap and fences (``aliases``), reads (``reads``).
+engine-neutral lives here and in this package's modules: index bodies (``mapping``), bulk requests and item
+classification (``bulk``), the alias compare-and-swap and fences (``aliases``), reads (``reads``).
 
 One instance is shared by the threads of a worker process (the partition worker keeps several
 bulks in flight): the client is thread-safe and created once, under a lock; nothing else here
@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
+from sparkindex.checksums import KeyCheck, RangeChecksum
 from sparkindex.errors import ConfigError, PermanentError, TransientError
 from sparkindex.targets.base import (
     BulkItem,
@@ -33,7 +34,7 @@ from sparkindex.targets.base import (
 from sparkindex.targets.offsets_host import OffsetsHost
 from sparkindex.targets.search_engine import aliases, reads
 from sparkindex.targets.search_engine.api import EngineApi, Transport
-from sparkindex.targets.search_engine.bulk import EncodedItem, chunks, encode_item, item_result
+from sparkindex.targets.search_engine.bulk import refused_checks, write_bulk
 from sparkindex.targets.search_engine.config import SearchEngineConfig
 from sparkindex.targets.search_engine.engine import (
     Distribution,
@@ -43,11 +44,12 @@ from sparkindex.targets.search_engine.engine import (
     refuse_serverless,
     require_supported,
 )
-from sparkindex.targets.search_engine.errors import HttpFailure, failure_from_body, request_error
+from sparkindex.targets.search_engine.errors import HttpFailure, request_error
 from sparkindex.targets.search_engine.mapping import (
     META_KEY,
     check_vector_types,
     creation_settings,
+    declares_checks,
     index_mapping,
     normalize_settings,
     restored_settings,
@@ -55,7 +57,6 @@ from sparkindex.targets.search_engine.mapping import (
 )
 from sparkindex.targets.search_engine.offsets import IndexOffsets
 from sparkindex.targets.target import Target
-from sparkindex.targets.write_deadline import write_budget_s
 from sparkindex.targets.writer import unmanaged_index_message
 
 
@@ -67,11 +68,6 @@ def _meta(alias: str, mapping: dict[str, Any], settings: dict[str, Any]) -> dict
 
 
 C = TypeVar("C", bound=SearchEngineConfig)
-
-#: A bulk answer with only what :func:`item_result` reads: an engine's item answer is some 200
-#: bytes (index, id, version, shards, sequence numbers) against some 25, on every document sent.
-#: es-hadoop asks for the same. A server that ignores the filter answers in full, which works too.
-BULK_ANSWER = {"filter_path": "errors,items.*.status,items.*.error"}
 
 
 class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
@@ -90,6 +86,8 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
         self._lock = threading.Lock()
         self._api: EngineApi | None = None
         self._text_fields: dict[str, list[str]] = {}
+        #: name written to -> whether its index declares the check fields (see :meth:`bulk`)
+        self._checks: dict[str, bool] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config.describe()})"
@@ -167,6 +165,7 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
             }
             try:
                 self.api.raw("PUT", f"/{quote(index)}", body)
+                self._checks[index] = True  # index_mapping declares the check fields
                 return index
             except HttpFailure as failure:
                 if failure.error_type == "resource_already_exists_exception":
@@ -251,54 +250,27 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
 
     # -- writes --------------------------------------------------------------------------------------
     def bulk(self, index: str, items: Sequence[BulkItem]) -> list[BulkItemResult]:
-        encoded = [encode_item(item) for item in items]
-        results: list[BulkItemResult | None] = [None] * len(items)
-        sendable = []
-        for i, enc in enumerate(encoded):
-            if enc.error is not None:
-                results[i] = BulkItemResult(items[i].id, False, enc.error, "DocumentError")
-            else:
-                sendable.append(i)
-        todo = [encoded[i] for i in sendable]
-        for start, end in chunks(todo, self.config.max_bulk_docs, self.config.max_bulk_bytes):
-            positions = sendable[start:end]
-            for pos, res in zip(
-                positions, self._send(index, [items[p] for p in positions], todo[start:end]), strict=True
-            ):
-                results[pos] = res
-        return [r for r in results if r is not None]
+        checks = any(item.check is not None for item in items) and self._writes_checks(index)
+        results = write_bulk(self.api, self.config, index, items, checks)
+        refused = [i for i, r in enumerate(results) if checks and refused_checks(r)]
+        if refused:  # the name leads to an older index now (an alias moved back): send them without
+            self._checks[index] = False
+            again = write_bulk(self.api, self.config, index, [items[i] for i in refused], False)
+            for i, result in zip(refused, again, strict=True):
+                results[i] = result
+        return results
 
-    def _send(self, index: str, items: list[BulkItem], encoded: list[EncodedItem]) -> list[BulkItemResult]:
-        body = b"".join(e.lines for e in encoded)
-        # under a writer's deadline (a partition's lease): checked before each chunk, and the
-        # request neither waits past it nor is resent by the client
-        budget = write_budget_s(f"bulk of {len(items)} to {index!r}")
-        timeout = None if budget is None else min(budget, self.config.request_timeout_s)
-        try:
-            answer = self.api.raw(
-                "POST",
-                f"/{quote(index)}/_bulk",
-                params=BULK_ANSWER,
-                ndjson_body=body,
-                timeout_s=timeout,
-                single_try=budget is not None,
-            )
-        except HttpFailure as failure:
-            if failure.status == 413:  # too large for the server: halve, down to one document
-                if len(items) == 1:
-                    return [BulkItemResult(items[0].id, False, f"413 {failure.reason}", "request_entity_too_large")]
-                half = len(items) // 2
-                return self._send(index, items[:half], encoded[:half]) + self._send(index, items[half:], encoded[half:])
-            raise request_error(failure, f"bulk of {len(items)} to {index!r}", self.api.where) from None
-        answers = answer.get("items") if isinstance(answer, dict) else None
-        if not isinstance(answers, list) or len(answers) != len(items):
-            if isinstance(answer, dict) and "error" in answer:
-                raise request_error(failure_from_body(int(answer.get("status", 500)), answer), "bulk", self.api.where)
-            got = len(answers) if isinstance(answers, list) else "no"
-            raise PermanentError(f"bulk to {index!r}: {got} answers for {len(items)} items from {self.api.where}")
-        if answer.get("errors") is False:  # every item 2xx (or an absent delete): nothing to classify
-            return [BulkItemResult(item.id, True) for item in items]
-        return [item_result(item, a) for item, a in zip(items, answers, strict=True)]
+    def _writes_checks(self, index: str) -> bool:
+        """Whether documents written to *index* (an index or an alias) carry their checks: whether
+        its mapping declares the check fields, read once per name (an index this target created
+        is known to), since a strict mapping refuses a document with fields it lacks."""
+        known = self._checks.get(index)
+        if known is None:
+            mapping = reads.mapping_if_exists(self.api, index)
+            if mapping is None:
+                return False  # no such index: the bulk answers for that, and nothing is remembered
+            known = self._checks[index] = declares_checks(mapping)
+        return known
 
     # -- reads ---------------------------------------------------------------------------------------
     def count(self, name: str) -> int:
@@ -339,6 +311,26 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
     def count_hash_prefix(self, name: str, prefix: str) -> int:
         self._refresh(name)
         return reads.count_hash_prefix(self.api, name, prefix)
+
+    def stores_checks(self, name: str) -> bool:
+        return declares_checks(reads.mapping_of(self.api, name))
+
+    def range_checksums(self, name: str, ranges: Sequence[KeyBounds]) -> list[RangeChecksum]:
+        """The engine's sums per range; an index without the check fields is refused rather than
+        reported empty. Its mapping is read only when every figure is empty, which is what such an
+        index answers (the engines sum an unmapped field as one without values)."""
+        self._refresh(name)
+        found = reads.range_checksums(self.api, name, ranges)
+        if found and all(f.count == 0 for f in found) and not self.stores_checks(name):
+            raise PermanentError(
+                f"index {name!r} stores no range checks (it was created by an older sparkindex): "
+                "compare it document by document"
+            )
+        return found
+
+    def key_checks(self, name: str, key_range: KeyBounds) -> Iterator[KeyCheck]:
+        self._refresh(name)
+        return reads.key_checks(self.api, name, key_range, self.config.scan_page_size)
 
     def mapping(self, name: str) -> dict[str, Any]:
         own = self._meta(name).get(META_KEY) or {}

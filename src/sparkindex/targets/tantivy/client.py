@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 import tantivy
 
+from sparkindex.checksums import KeyCheck, RangeChecksum
 from sparkindex.errors import DocumentError, PermanentError
 from sparkindex.files import write_atomically
 from sparkindex.targets.base import (
@@ -40,7 +41,7 @@ from sparkindex.targets.tantivy import reader, stages
 from sparkindex.targets.tantivy.catalogue import AliasCatalogue
 from sparkindex.targets.tantivy.config import TantivyTargetConfig
 from sparkindex.targets.tantivy.errors import disk_errors_are_transient
-from sparkindex.targets.tantivy.schema import SchemaPlan, build_schema, to_tantivy_json
+from sparkindex.targets.tantivy.schema import SchemaPlan, build_schema, to_tantivy_json, with_checks, without_marker
 from sparkindex.targets.tantivy.stages import TantivyStage
 from sparkindex.targets.tantivy.writer import WriterClient
 from sparkindex.targets.target import Target
@@ -83,7 +84,9 @@ class TantivyTarget(Target):
         # this attempt's own: a driver frozen while it created the same number must find its
         # directory gone only by its own hand, and this one's cleanup must not take the other's
         tmp = self.root / f".creating-{index}.{os.getpid()}.{time.monotonic_ns()}"
-        schema, _ = build_schema(mapping)
+        # every new index has the check fields; the marker says so to whoever opens it later
+        stored = with_checks(mapping)
+        schema, _ = build_schema(stored)
         # whether the version is built in stages is fixed here, once: a job resumed with another
         # setting must not mix staged (add-only) writes with the service's upserts
         state = {"state": "building", "created_at": time.time(), "staged": self.config.staged_builds}
@@ -91,7 +94,7 @@ class TantivyTarget(Target):
             with disk_errors_are_transient(f"index {index}: creating it under {self.root}"):
                 tmp.mkdir(parents=True)
                 tantivy.Index(schema, path=str(tmp), reuse=False)
-                (tmp / MAPPING_FILE).write_bytes(orjson.dumps(mapping, option=orjson.OPT_INDENT_2))
+                (tmp / MAPPING_FILE).write_bytes(orjson.dumps(stored, option=orjson.OPT_INDENT_2))
                 (tmp / STATE_FILE).write_bytes(orjson.dumps(state))
                 tmp.rename(path)  # appears whole or not at all
         except BaseException:
@@ -296,8 +299,7 @@ class TantivyTarget(Target):
     def mapping(self, name: str) -> dict[str, Any]:
         index = self._resolve(name)
         self._index(index)  # a missing index raises, naming the root
-        mapping: dict[str, Any] = orjson.loads((self._dir(index) / MAPPING_FILE).read_bytes())
-        return mapping
+        return without_marker(orjson.loads((self._dir(index) / MAPPING_FILE).read_bytes()))
 
     def read_documents(
         self,
@@ -324,6 +326,26 @@ class TantivyTarget(Target):
     def count_hash_prefix(self, name: str, prefix: str) -> int:
         idx, _, searcher = self._searcher(name)
         return reader.count_hash_prefix(searcher, idx.schema, prefix)
+
+    def stores_checks(self, name: str) -> bool:
+        return self._index(self._resolve(name))[1].checks
+
+    def range_checksums(self, name: str, ranges: Sequence[KeyBounds]) -> list[RangeChecksum]:
+        """One ``stats`` aggregation per range over the check fields. An index created before
+        them is refused (Tantivy would sum a field its schema lacks as an empty one, and every
+        range would look empty rather than unknown)."""
+        idx, plan, searcher = self._searcher(name)
+        if not plan.checks:
+            raise PermanentError(
+                f"tantivy index {self._resolve(name)!r} stores no range checks (it was created by an older "
+                "sparkindex): compare it document by document"
+            )
+        return [reader.range_checksum(searcher, key_range_query(idx, bounds)) for bounds in ranges]
+
+    def key_checks(self, name: str, key_range: KeyBounds) -> Iterator[KeyCheck]:
+        idx, _, searcher = self._searcher(name)
+        key_range_query(idx, key_range)  # refuses a bound that is not a sort key
+        return reader.key_checks(idx, searcher, self._sample(name, idx, searcher), key_range)
 
     def key_splits(self, name: str, parts: int) -> list[str]:
         idx, _, searcher = self._searcher(name)

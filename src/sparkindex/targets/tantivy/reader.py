@@ -1,5 +1,6 @@
 """Reading a Tantivy index back in sort-key order: keyset pages and key splits (and by id:
-every copy of some documents, and a count by hash prefix, for soft deletes).
+every copy of some documents, and a count by hash prefix, for soft deletes; and for verify, the
+check sums of key ranges and the checks of a range key by key, windowed by the same sample).
 
 Why not ``searcher.search(..., order_by_field="_key")``: ordering by a text fast field turns every
 matching key into a string, so each page costs as much as the rest of the range (measured on
@@ -19,13 +20,14 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import tantivy
 
+from sparkindex.checksums import CHECK_HI_FIELD, CHECK_LO_FIELD, KeyCheck, RangeChecksum
 from sparkindex.errors import UsageError
 from sparkindex.targets.base import HASH_FIELD, SORT_KEY_FIELD, KeyBounds, StoredDocument
 
@@ -36,6 +38,10 @@ AGG_BUCKET_LIMIT = 65_000
 #: A page's window holds about this many times the keys still wanted.
 WINDOW_FACTOR = 2.0
 HEX_DIGITS = 8  # precision of the hash bound that draws the sample
+#: Keys per aggregation when listing the checks of a range key by key.
+KEY_CHECKS_PAGE = 10_000
+#: the halves of the checks a bucket holds (``stats`` counts only documents with a value)
+_CHECK_STATS = {"h": {"stats": {"field": CHECK_HI_FIELD}}, "l": {"stats": {"field": CHECK_LO_FIELD}}}
 
 
 @dataclass(frozen=True)
@@ -196,6 +202,48 @@ def by_ids(
         keys, hashes = doc[SORT_KEY_FIELD], doc[HASH_FIELD]
         out.append(StoredDocument(doc["_id"][0], keys[0] if keys else None, hashes[0] if hashes else None, source))
     return out
+
+
+def range_checksum(searcher: Any, query: tantivy.Query) -> RangeChecksum:
+    """The count and check sums of the documents *query* matches that store a check: ``stats``
+    counts only documents with a value, and sums in doubles, exact below 2**53 (the halves are
+    32 bits wide for that; see :mod:`sparkindex.checksums`)."""
+    checked, hi, lo = _sums(searcher.aggregate(query, _CHECK_STATS))
+    return RangeChecksum(checked, hi, lo)
+
+
+def key_checks(idx: tantivy.Index, searcher: Any, sample: KeySample, key_range: KeyBounds) -> Iterator[KeyCheck]:
+    """Every sort key of *key_range*, ascending, with its documents' checks: a terms aggregation
+    ordered by key with the ``stats`` of the halves under each, window by window as
+    :func:`page_keys` reads (a window the sample says holds about two pages, so that listing a
+    range costs time linear in its size), page by page within a window that holds more."""
+    lo, hi = key_range
+    if lo is not None and hi is not None and lo >= hi:
+        return
+    start, inclusive = lo, True
+    terms = {"field": SORT_KEY_FIELD, "size": KEY_CHECKS_PAGE, "order": {"_key": "asc"}}
+    agg: dict[str, Any] = {"k": {"terms": terms, "aggs": _CHECK_STATS}}
+    while True:
+        end = sample.bound_after(start, KEY_CHECKS_PAGE)
+        last = end is None or (hi is not None and end >= hi)
+        if last:
+            end = hi
+        buckets = searcher.aggregate(_and([key_window(idx, start, inclusive, end)]), agg)["k"]["buckets"]
+        for bucket in buckets:
+            yield KeyCheck(str(bucket["key"]), int(bucket["doc_count"]), *_sums(bucket))
+        if len(buckets) >= KEY_CHECKS_PAGE:  # the window holds more than a page: on within it
+            start, inclusive = str(buckets[-1]["key"]), False
+        elif last:
+            return
+        else:
+            start, inclusive = end, True
+
+
+def _sums(found: dict[str, Any]) -> tuple[int, int, int]:
+    """(documents with a check, sum of high halves, sum of low halves): Tantivy sums in doubles,
+    exact for these magnitudes (:mod:`sparkindex.checksums`)."""
+    hi, lo = found["h"], found["l"]
+    return int(hi["count"]), round(float(hi["sum"] or 0)), round(float(lo["sum"] or 0))
 
 
 def count_hash_prefix(searcher: Any, schema: tantivy.Schema, prefix: str) -> int:

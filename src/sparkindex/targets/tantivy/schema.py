@@ -4,6 +4,13 @@ Tantivy has no nested documents, copy_to or multi-fields, so this module emulate
 objects and nested arrays become JSON fields (searchable by path), ``copy_to`` and keyword
 sub-fields are filled in when a document is converted. ``_id`` (raw, for upserts), ``_hash``,
 ``_key`` (the sortable key, for key ranges) and ``_source`` are stored alongside.
+
+Each document's range check (:mod:`sparkindex.checksums`) goes into two fast integer fields,
+``_check_hi`` and ``_check_lo``, that a ``stats`` aggregation sums per key range. Only indexes
+created since sparkindex writes them have those fields: Tantivy opens a directory only with the
+schema it was created with, so the stored mapping of a new index carries :data:`CHECKS_MARKER`
+and :func:`build_schema` adds the fields exactly when it is there. An index created before keeps
+opening with its old schema, and its documents are written without checks.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 import orjson
 import tantivy
 
+from sparkindex.checksums import CHECK_FIELDS, CHECK_HI_FIELD, CHECK_LO_FIELD, check_halves
 from sparkindex.encoding import dumps_json
 from sparkindex.errors import DocumentError
 from sparkindex.targets.base import BulkItem
@@ -39,6 +47,10 @@ INTEGER_TYPES = frozenset({"long", "integer", "short", "byte"})
 FLOAT_TYPES = frozenset({"double", "float", "half_float", "scaled_float"})
 DATE_TYPES = frozenset({"date", "date_nanos"})
 
+#: The top-level key of a stored mapping (``sparkindex-mapping.json``) that says the index has the
+#: check fields (see module doc). Not part of the user's mapping: the target strips it on reading.
+CHECKS_MARKER = "_sparkindex_checks"
+
 
 @dataclass
 class SchemaPlan:
@@ -52,6 +64,18 @@ class SchemaPlan:
     #: whether every copy and keyword sub-field reads a value the conversion leaves as it is:
     #: set by :func:`build_schema` (see :func:`_spliceable`); a plan built by hand never splices
     spliceable: bool = False
+    #: whether the schema has the check fields (the stored mapping carries :data:`CHECKS_MARKER`)
+    checks: bool = False
+
+
+def with_checks(mapping: dict[str, Any]) -> dict[str, Any]:
+    """*mapping* as a new index stores it: marked to have the check fields."""
+    return {**mapping, CHECKS_MARKER: 1}
+
+
+def without_marker(stored: dict[str, Any]) -> dict[str, Any]:
+    """The user's mapping of a stored one (what it was created with, for rebuilds and reads)."""
+    return {k: v for k, v in stored.items() if k != CHECKS_MARKER}
 
 
 def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
@@ -60,7 +84,10 @@ def build_schema(mapping: dict[str, Any]) -> tuple[tantivy.Schema, SchemaPlan]:
     sb.add_text_field("_hash", stored=True, tokenizer_name="raw")
     sb.add_text_field("_key", stored=True, tokenizer_name="raw", fast=True)
     sb.add_bytes_field("_source", stored=True, indexed=False)
-    plan = SchemaPlan()
+    plan = SchemaPlan(checks=bool(mapping.get(CHECKS_MARKER)))
+    if plan.checks:  # summed by aggregations only: columnar, neither indexed nor stored
+        for name in CHECK_FIELDS:
+            sb.add_integer_field(name, stored=False, indexed=False, fast=True)
     copy_targets: set[str] = set()
     for spec in mapping["properties"].values():
         copy_targets.update(spec.get("copy_to", []))
@@ -178,7 +205,7 @@ def _spliced(item: BulkItem, source: bytes, fields: dict[str, Any], plan: Schema
         if value is not None:
             extra[name] = _rfc3339(value)
     _copy_fields(fields, extra, plan)
-    _bookkeeping(item, extra)
+    _bookkeeping(item, extra, plan)
     body = _dumps(item.id, extra)  # never empty: it holds the bookkeeping fields
     # one join, not one copy of the document per step: the canonical bytes without their "}",
     # the extra keys without their braces, then the source
@@ -201,7 +228,7 @@ def _encoded_again(item: BulkItem, source: bytes, fields: dict[str, Any] | None,
         if name in body:
             body[name] = _rfc3339(body[name])
     _copy_fields(body, body, plan)
-    _bookkeeping(item, body)
+    _bookkeeping(item, body, plan)
     return _with_source(_dumps(item.id, body), source)
 
 
@@ -222,11 +249,13 @@ def _copy_fields(fields: dict[str, Any], out: dict[str, Any], plan: SchemaPlan) 
             out[sub] = fields[src]
 
 
-def _bookkeeping(item: BulkItem, out: dict[str, Any]) -> None:
+def _bookkeeping(item: BulkItem, out: dict[str, Any], plan: SchemaPlan) -> None:
     out["_id"] = item.id
     out["_hash"] = item.hash or ""
     if item.sort_key is not None:
         out["_key"] = item.sort_key
+    if plan.checks and item.check is not None:  # (Tantivy would ignore them on an older index)
+        out[CHECK_HI_FIELD], out[CHECK_LO_FIELD] = check_halves(item.check)
 
 
 def _with_source(body: bytes, source: bytes) -> bytes:

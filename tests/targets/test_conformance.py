@@ -444,6 +444,7 @@ def test_key_checks_list_each_key_of_a_range_with_its_checks(
 ) -> None:
     """What verify compares a differing range by, key by key: every key in order, how many
     documents hold it, how many of them carry a check, and the sums of those checks."""
+    assert type(target).lists_key_checks  # verify descends key by key only where this is declared
     index = target.create_version("keys", MAPPING)
     twin = replace(checked(5, "twin"), id="5b")  # a second document under the key of 5
     items = [checked(i) if i % 4 != 3 else doc(i) for i in range(12)] + [twin]

@@ -80,6 +80,7 @@ class SearchEngineTarget(Target, OffsetsHost, Generic[C]):
     supports_join = True
     supports_routing = True
     honours_versions = True  # every write carries version_type=external_gte (bulk.py)
+    lists_key_checks = True  # a composite aggregation over _key (reads.key_checks)
 
     def __init__(self, config: C) -> None:
         self.config = config

@@ -55,6 +55,8 @@ CREATION_ABANDONED_S = 3600.0
 
 
 class TantivyTarget(Target):
+    lists_key_checks = True  # a terms aggregation over _key (reader.key_checks)
+
     def __init__(self, config: TantivyTargetConfig) -> None:
         self.config = config
         self.root = config.root

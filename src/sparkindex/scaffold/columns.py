@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from sparkindex.scaffold.reflect import TableFacts
 
 #: field names the targets keep for themselves (Tantivy's stored fields, the engines' metadata)
-RESERVED = frozenset({"_id", "_key", "_hash", "_source", "_routing", "_version", "_index", "_seq_no"})
+RESERVED = frozenset(
+    {"_id", "_key", "_hash", "_check_hi", "_check_lo", "_source", "_routing", "_version", "_index", "_seq_no"}
+)
 
 
 @dataclass(frozen=True)

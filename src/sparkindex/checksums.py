@@ -8,10 +8,11 @@ documents in any order and the index sums them with its own aggregation, reading
 
 **The check** is the first 8 bytes of MD5 over the hash key of the plan's shape
 (:func:`sparkindex.documents.hashing.shape_key`: empty unless the index has a transform or a
-routing column) followed by the document's canonical JSON. MD5 because PostgreSQL computes it
-in the statement that writes the canonical JSON, so a range's checksum crosses the wire as three
-numbers (``documents/in_database_checks.py``). It is a fingerprint for comparing, not a
-defence against an adversary: whoever can write the index can write its content hashes too.
+routing column), the document's id, a NUL byte and its canonical JSON. MD5 because PostgreSQL
+computes it in the statement that writes the canonical JSON, so a range's checksum crosses the
+wire as three numbers (``JsonAggregationBuilder.database_checksum`` in
+:mod:`sparkindex.documents.in_database`). It is a fingerprint for comparing, not a defence
+against an adversary: whoever can write the index can write its content hashes too.
 
 **Two halves.** The check is stored as two integer fields of 32 bits each (``_check_hi``,
 ``_check_lo``) and each half is summed on its own: every engine sums numeric fields in double
@@ -45,9 +46,13 @@ MAX_EXACT_COUNT = 2**21
 _HALF = 2**32
 
 
-def document_check(canonical: bytes, key: bytes = b"") -> int:
-    """The 64-bit check of a document: MD5 over *key* then *canonical*, its first 8 bytes."""
+def document_check(doc_id: str, canonical: bytes, key: bytes = b"") -> int:
+    """The 64-bit check of document *doc_id*: MD5 over *key*, the id, a NUL byte and *canonical*,
+    its first 8 bytes. The id is in it because a body need not hold its key (``exclude`` of the
+    key column, a transform): two documents of a range swapping bodies must change the sums."""
     digest = hashlib.md5(key, usedforsecurity=False)
+    digest.update(doc_id.encode("utf-8", "surrogatepass"))
+    digest.update(b"\x00")
     digest.update(canonical)
     return int.from_bytes(digest.digest()[:8], "big")
 

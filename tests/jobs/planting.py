@@ -82,7 +82,12 @@ def variant(doc: BuiltDocument, new_id: str, sort_key: str | None = None, **chan
     # with its own check, as a sync or an older run would have written it: the range's checksum
     # must differ by content, not because a check is absent
     return BulkItem(
-        new_id, body, content_hash(body), fields=fields, sort_key=sort_key or doc.sort_key, check=document_check(body)
+        new_id,
+        body,
+        content_hash(body),
+        fields=fields,
+        sort_key=sort_key or doc.sort_key,
+        check=document_check(new_id, body),
     )
 
 

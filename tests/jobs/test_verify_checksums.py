@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from sparkindex.checksums import document_check
 from sparkindex.config.model import Pipeline
+from sparkindex.targets.base import BulkItem
 from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.verify.range_checksums import CHECKSUMS, DOCUMENTS
 from sparkindex.verify.repair import repair
@@ -129,3 +131,19 @@ def test_an_index_without_checks_is_compared_by_id_and_says_why(shop: tuple[Pipe
     assert report.path_reason is not None and "stores no range checks" in report.path_reason
     assert report.ranges["compared"] == 0 and report.ranges["source"] == RANGES
     assert drift(report) == no_drift(stale=1)
+
+
+def test_two_documents_swapping_bodies_make_their_range_differ(shop: tuple[Pipeline, str]) -> None:
+    """A body need not hold its key (``exclude`` of the id, a transform): the check covers the id,
+    so two documents of one range exchanging bodies change the range's sums."""
+    pipeline, index = shop
+    docs = built_documents(pipeline, "products")
+    swapped = [
+        BulkItem(a, docs[b].source, docs[b].hash, sort_key=docs[a].sort_key, check=document_check(a, docs[b].source))
+        for a, b in (("5", "6"), ("6", "5"))
+    ]
+    with tantivy(pipeline) as target:
+        write(target, index, swapped)
+    report = verify(pipeline)
+    assert report.path == CHECKSUMS and report.ranges["descended"] == 1
+    assert drift(report) == no_drift(stale=2) and report.samples["stale"] == ["5", "6"]

@@ -206,7 +206,7 @@ class DocumentBuilder:
             sort_key(key),
             number,
             routing,
-            document_check(canonical, key_),
+            document_check(doc_id, canonical, key_),
         )
 
     def _root_checks(self, key: Sequence[Any], version: Any) -> tuple[str, int | None] | DocumentError:
@@ -251,7 +251,7 @@ class DocumentBuilder:
             key,
             version,
             routing,
-            document_check(canonical, hash_key),
+            document_check(doc_id, canonical, hash_key),
         )
 
     def join_children(

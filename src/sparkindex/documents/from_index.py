@@ -112,7 +112,7 @@ class IndexDocumentBuilder(DocumentBuilder):
                     content_hash(canonical),
                     doc.source,
                     doc.sort_key,
-                    check=document_check(canonical),
+                    check=document_check(doc.id, canonical),
                 )
             )
         last = (stored[-1].sort_key,) if stored else None

@@ -241,16 +241,22 @@ class JsonAggregationBuilder(DocumentBuilder):
         last = tuple(rows[-1][: len(self._keys)]) if rows else None
         return Page(docs, failures, len(rows), last, len(docs) + len(failures) - len(rows))
 
+    @property
+    def _integer_keys(self) -> bool:
+        """Whether every key column is an integer, whose text in SQL is document_id's."""
+        return all(isinstance(self.plan.rows.columns[c].type, sa.Integer) for c in self.plan.id_columns)
+
     def database_checksum(self, rng: KeyRange) -> RangeChecksum | None:
         """The range's checksum (:mod:`sparkindex.checksums`) computed by the server in one
         statement: it writes each document's canonical JSON as a page would, takes the MD5 of the
         plan's hash key and those bytes, and sums the halves of its first 8 bytes. Three numbers
         cross the wire, whatever the range holds.
 
-        None where the server does not write the canonical JSON (see ``decoding_reason``), and
+        None where the server does not write the canonical JSON (see ``decoding_reason``) or a
+        key column is not an integer (the id is hashed too, as document_id writes it), and
         for a range holding a value it cannot promise (marked ``\\x01``: such a document's bytes
         are made in Python), where the caller builds the range's documents instead."""
-        if self._canonical is None:
+        if self._canonical is None or not self._integer_keys:
             return None
         with self.source.connect(f"a checksum of a range of table {self.plan.table.name!r}") as conn:
             self._check_server(conn)
@@ -270,7 +276,7 @@ class JsonAggregationBuilder(DocumentBuilder):
         differ is compared key by key. A document holding a value only Python writes canonically
         gets None (the caller builds it); None for the whole range where the server does not
         write the canonical JSON."""
-        if self._canonical is None:
+        if self._canonical is None or not self._integer_keys:
             return None
         with self.source.connect(f"the checks of a range of table {self.plan.table.name!r}") as conn:
             self._check_server(conn)
@@ -288,11 +294,16 @@ class JsonAggregationBuilder(DocumentBuilder):
         # expression, with its correlated subqueries, would then be evaluated once per use
         docs = self.statement(rng, None, None).order_by(None).offset(0).subquery("d")
         columns = list(docs.c)
-        doc = columns[-1]
-        key = self._hash_key
-        data: Any = doc if not key else sa.func.decode(key.hex(), "hex").op("||")(sa.func.convert_to(doc, "UTF8"))
+        doc, keys = columns[-1], columns[: len(self._keys)]
+        # the id as document_id writes it: the integer keys' digits, joined by "|" (integers need
+        # no escaping), then a NUL byte, then the document (see checksums.document_check)
+        doc_id = keys[0].cast(sa.Text) if len(keys) == 1 else sa.func.concat_ws("|", *keys)
+        data: Any = sa.func.convert_to(doc_id, "UTF8").op("||")(sa.func.decode("00", "hex"))
+        data = data.op("||")(sa.func.convert_to(doc, "UTF8"))
+        if self._hash_key:
+            data = sa.func.decode(self._hash_key.hex(), "hex").op("||")(data)
         marked = (sa.func.strpos(doc, SLOW_MARK.decode("ascii")) > 0).label("marked")
-        return sa.select(*columns[: len(self._keys)], sa.func.md5(data).label("m"), marked).subquery("h")
+        return sa.select(*keys, sa.func.md5(data).label("m"), marked).subquery("h")
 
     @staticmethod
     def _half(digest: Any, start: int) -> Any:

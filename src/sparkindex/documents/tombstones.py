@@ -28,6 +28,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sparkindex.checksums import CHECK_FIELDS
 from sparkindex.config.indexes import IndexConfig
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.targets.base import DELETED_AT_FIELD, DELETED_FIELD, BulkItem, StoredDocument
@@ -51,7 +52,10 @@ def deleted_at(now: dt.datetime | None = None) -> str:
 
 def tombstone(stored: StoredDocument, when: str, version: int | None, sort_key: str | None = None) -> BulkItem:
     """The write that turns *stored* (a live document, read back whole) into its tombstone."""
-    body = {**stored.source, DELETED_FIELD: True, DELETED_AT_FIELD: when}
+    # the live document's check must not survive into its tombstone, which is in no range's
+    # figure (a backend that returns its bookkeeping fields with the source would keep it)
+    body = {k: v for k, v in stored.source.items() if k not in CHECK_FIELDS}
+    body |= {DELETED_FIELD: True, DELETED_AT_FIELD: when}
     canonical = dumps_document(body)
     return BulkItem(
         stored.id,

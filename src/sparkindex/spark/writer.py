@@ -77,14 +77,15 @@ class PlainWriter(DataSourceArrowWriter):
                 for row in batch.to_pylist():
                     key = [row[c] for c in self.id_columns]
                     canonical = dumps_document(row)
+                    doc_id = document_id(key)
                     docs.append(
                         BulkItem(
-                            document_id(key),
+                            doc_id,
                             canonical,
                             content_hash(canonical),
                             fields=row,
                             sort_key=sort_key(key),
-                            check=document_check(canonical),
+                            check=document_check(doc_id, canonical),
                         )
                     )
                 for i in range(0, len(docs), self.batch_size):

@@ -83,7 +83,7 @@ class TargetReader(TargetHandle):
         """For each sort-key range ``[lo, hi)``, the count and the sums of the checks of the
         documents of *name* that store one, by the engine's own aggregation (no document is
         read). Documents without a check (tombstones, documents written before checks were
-        stored) are in no range's figure."""
+        stored) are in no range's figure; ``unchecked`` says how many the range holds."""
         raise PermanentError(f"{type(self).__name__} cannot sum the checks of a key range")
 
     #: whether :meth:`key_checks` is implemented (a backend that has it says so)

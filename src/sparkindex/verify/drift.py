@@ -62,6 +62,9 @@ class RangeSummary(DriftCounts):
     ranges_compared: int = 0
     ranges_matched: int = 0
     ranges_descended: int = 0
+    #: of the descended, those compared key by key (the index's keys read whole, extra documents
+    #: included), not by id
+    ranges_by_key: int = 0
 
     def note(self, kind: str, doc_id: str) -> None:
         """Count one document of *kind* and keep its id if the sample has room."""

@@ -82,10 +82,16 @@ def checksum_path(source: Source, target: TargetReader, plan: IndexPlan, index: 
 
 def index_bounds(after: str | None, upto: str | None) -> tuple[str | None, str | None]:
     """The sort-key range ``[lo, hi)`` holding the same documents as the source range
-    ``(after, upto]`` (keys as stored JSON). Sort keys are hex, so the first one above ``k`` is
-    ``k + "0"``: ``(a, b]`` is ``[a0, b0)``."""
+    ``(after, upto]`` (keys as stored JSON), join children with their parents: sort keys are hex,
+    and no root key extends another (the encoding is prefix-free), so ``(a, b]`` is
+    ``[a + "g", b + "g")``."""
     lo, hi = load_key(after), load_key(upto)
-    return (None if lo is None else sort_key(lo) + "0", None if hi is None else sort_key(hi) + "0")
+    return (None if lo is None else sort_key(lo) + _ABOVE, None if hi is None else sort_key(hi) + _ABOVE)
+
+
+#: sorts above every hex digit: ``k + "g"`` is above ``k`` and every key that extends it (a join
+#: child's sort key is its parent's followed by its own), below every other key above ``k``
+_ABOVE = "g"
 
 
 def pages(builder: DocumentBuilder, rng: KeyRange, options: TaskOptions) -> Iterator[Page]:

@@ -44,7 +44,7 @@ def descend(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSumma
     """Compare a differing range key by key; build and compare by id only the keys that differ."""
     assert task.index is not None
     index, bounds = task.index, (task.lo, task.hi)
-    summary = RangeSummary(task.alias, "source", ranges_compared=1, ranges_descended=1)
+    summary = RangeSummary(task.alias, "source", ranges_compared=1, ranges_descended=1, ranges_by_key=1)
     fixer = RangeRepair(res, task, options) if options.repair else None
     held = {
         k.sort_key: k

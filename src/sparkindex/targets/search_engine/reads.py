@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from sparkindex.checksums import CHECK_HI_FIELD, CHECK_LO_FIELD, KeyCheck, RangeChecksum
+from sparkindex.checksums import CHECK_FIELDS, CHECK_HI_FIELD, CHECK_LO_FIELD, KeyCheck, RangeChecksum
 from sparkindex.errors import PermanentError, SparkIndexError, UsageError
 from sparkindex.targets.base import HASH_FIELD, SORT_KEY_FIELD, KeyBounds, SearchHit, StoredDocument
 from sparkindex.targets.search_engine.api import EngineApi
@@ -169,6 +169,8 @@ def _stored(hit: dict[str, Any]) -> StoredDocument:
     source = dict(hit.get("_source") or {})
     sort_key = source.pop(SORT_KEY_FIELD, None)
     doc_hash = source.pop(HASH_FIELD, None)
+    for name in CHECK_FIELDS:  # bookkeeping like _key and _hash: not the document's own fields
+        source.pop(name, None)
     routing = hit.get("_routing")
     return StoredDocument(hit["_id"], sort_key, doc_hash, source, None if routing is None else str(routing))
 
@@ -255,8 +257,9 @@ def range_checksums(api: EngineApi, name: str, ranges: Sequence[KeyBounds]) -> l
         found = api.call("POST", f"/{quote(name)}/_search", f"summing the checks of key ranges of {name!r}", body)
         buckets = found["aggregations"]["r"]["buckets"]
         for i in range(len(chunk)):
-            checked, hi, lo = _sums(buckets[str(i)])
-            out.append(RangeChecksum(checked, hi, lo))
+            bucket = buckets[str(i)]
+            checked, hi, lo = _sums(bucket)
+            out.append(RangeChecksum(checked, hi, lo, unchecked=int(bucket["doc_count"]) - checked))
     return out
 
 

@@ -381,4 +381,5 @@ def key_range_query(idx: tantivy.Index, key_range: KeyBounds) -> tantivy.Query:
     return idx.parse_query(f"_key:[{lo or '*'} TO {hi or '*'}" + ("}" if hi else "]"), ["_key"])
 
 
-_HEX = re.compile(r"[0-9a-f]+")
+#: a sort key (hex), or a bound just above one and its extensions (verify's ranges end in "g")
+_HEX = re.compile(r"[0-9a-f]+g?")

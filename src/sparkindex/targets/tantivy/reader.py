@@ -209,7 +209,8 @@ def range_checksum(searcher: Any, query: tantivy.Query) -> RangeChecksum:
     counts only documents with a value, and sums in doubles, exact below 2**53 (the halves are
     32 bits wide for that; see :mod:`sparkindex.checksums`)."""
     checked, hi, lo = _sums(searcher.aggregate(query, _CHECK_STATS))
-    return RangeChecksum(checked, hi, lo)
+    docs = int(searcher.search(query, 1, count=True).count)  # a limit of 0 panics
+    return RangeChecksum(checked, hi, lo, unchecked=docs - checked)
 
 
 def key_checks(idx: tantivy.Index, searcher: Any, sample: KeySample, key_range: KeyBounds) -> Iterator[KeyCheck]:

@@ -34,7 +34,7 @@ from sparkindex.retry import retry_transient
 from sparkindex.sources.base import KeyRange
 from sparkindex.verify.drift import RangeSummary
 from sparkindex.verify.index_range import scan_for_extra
-from sparkindex.verify.page_compare import compare_page
+from sparkindex.verify.page_compare import compare_page, index_hashes
 from sparkindex.verify.range_checksums import pages
 from sparkindex.verify.range_repair import RangeRepair
 from sparkindex.verify.range_task import RangeTask, Resources, TaskOptions
@@ -57,28 +57,61 @@ def descend(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSumma
     }
     builder = res.builder(task.alias)
     rng = KeyRange(load_key(task.after), load_key(task.upto))
+    table = builder.plan.table.name
     rows = retry_transient(
-        lambda: builder.database_checks(rng),
-        f"the checks of {builder.plan.table.name}",
-        options.retries,
-        options.backoff(),
+        lambda: builder.database_checks(rng), f"the checks of {table}", options.retries, options.backoff()
     )
+    others: list[str] = []  # keys under which the index holds a document of another id
     if rows is not None:
-        differing = [key for key, check in rows if not _clean(held.pop(sort_key(key), None), check, summary)]
-        docs, failures = _by_keys(builder, differing, options)
-        compare_page(res.target, index, docs, failures, summary, fixer)
+        differing: dict[str, tuple[Key, KeyCheck | None]] = {}
+        for key, check in rows:
+            at = sort_key(key)
+            held_here = held.pop(at, None)
+            if not _clean(held_here, check, summary):
+                differing[at] = (key, held_here)
+        docs, failures = _by_keys(builder, [key for key, _ in differing.values()], options)
+        others += _compare(res, index, docs, failures, {k: h for k, (_, h) in differing.items()}, summary, fixer)
     else:
         for page in pages(builder, rng, options):
-            built = [d for d in page.docs if not _clean(held.pop(d.sort_key or "", None), d.check, summary)]
-            compare_page(res.target, index, built, page.failures, summary, fixer)
+            built, under = [], {}
+            for d in page.docs:
+                held_here = held.pop(d.sort_key or "", None)
+                if not _clean(held_here, d.check, summary):
+                    built.append(d)
+                    under[d.sort_key or ""] = held_here
+            others += _compare(res, index, built, page.failures, under, summary, fixer)
     # keys the index holds and no row of the range does: extra documents or tombstones (or a copy
-    # of a row that cannot be built, which the page comparison counted already: the source has it)
+    # of a row that cannot be built, which the page comparison counted already: the source has
+    # it); and keys whose documents are not all copies of the row's id
     before = summary.extra
-    scan_for_extra(res, task, [(k, k + "0") for k in sorted(held)], summary, fixer)
+    keys = sorted({*held, *others})
+    scan_for_extra(res, task, [(k, k + "0") for k in keys], summary, fixer)
     summary.matched += summary.extra - before
     if fixer is not None:
         fixer.finish()
     return summary
+
+
+def _compare(
+    res: Resources,
+    index: str,
+    docs: Sequence[BuiltDocument],
+    failures: Sequence[DocumentError],
+    held: dict[str, KeyCheck | None],
+    summary: RangeSummary,
+    fixer: RangeRepair | None,
+) -> list[str]:
+    """Compare the differing documents by id; return the sort keys under which the index holds
+    more documents than copies of the document's own id (a document of another id that took
+    its key: the extra-document scan must read that key too)."""
+    ids = [d.id for d in docs] + [f.doc_id for f in failures]
+    found = index_hashes(res.target, index, ids) if ids else {}
+    compare_page(res.target, index, docs, failures, summary, fixer, found)
+    return [
+        d.sort_key
+        for d in docs
+        if d.sort_key is not None and (h := held.get(d.sort_key)) is not None and h.docs > len(found.get(d.id, ()))
+    ]
 
 
 def _clean(held: KeyCheck | None, check: int | None, summary: RangeSummary) -> bool:

@@ -111,21 +111,26 @@ def pages(builder: DocumentBuilder, rng: KeyRange, options: TaskOptions) -> Iter
         after = page.last_key
 
 
-def source_checksum(builder: DocumentBuilder, rng: KeyRange, options: TaskOptions) -> RangeChecksum | None:
-    """The source's figure for *rng*; None when a row of it cannot be built (the range then
-    differs, and the comparison by id reports the row)."""
+def source_checksum(
+    builder: DocumentBuilder, rng: KeyRange, options: TaskOptions
+) -> tuple[RangeChecksum | None, list[Page] | None]:
+    """The source's figure for *rng* (None when a row of it cannot be built: the range then
+    differs, and the comparison by id reports the row), and the range's pages when the workers
+    built them: a range that differs is then compared key by key from those documents, not
+    built a second time (memory: one range's documents, as long as the task runs)."""
     table = builder.plan.table.name
     figure = retry_transient(
         lambda: builder.database_checksum(rng), f"a checksum of {table}", options.retries, options.backoff()
     )
     if figure is not None:
-        return figure
+        return figure, None
+    built = list(pages(builder, rng, options))
+    if any(page.failures or any(d.check is None for d in page.docs) for page in built):
+        return None, built
     figure = RangeChecksum()
-    for page in pages(builder, rng, options):
-        if page.failures or any(d.check is None for d in page.docs):
-            return None
+    for page in built:
         figure += RangeChecksum.of_checks([d.check for d in page.docs if d.check is not None])
-    return figure
+    return figure, built
 
 
 def index_checksum(target: TargetReader, task: RangeTask, options: TaskOptions) -> RangeChecksum:
@@ -137,18 +142,20 @@ def index_checksum(target: TargetReader, task: RangeTask, options: TaskOptions) 
     return figure
 
 
-def compare_checksums(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary | None:
-    """A clean range's summary when both sides' figures agree; None when they differ and the
-    range must be compared document by document."""
+def compare_checksums(
+    res: Resources, task: RangeTask, options: TaskOptions
+) -> tuple[RangeSummary | None, list[Page] | None]:
+    """A clean range's summary when both sides' figures agree, else None (the range must be
+    compared key by key); and the range's documents when the workers built them."""
     index_figure = index_checksum(res.target, task, options)
     builder = res.builder(task.alias)
     if index_figure.unchecked and builder.plan.config.deletes != "soft":
         # a document without a check may be a second copy the figure cannot see (with soft
         # deletes they are tombstones, which the verifier counts and tells apart)
-        return None
+        return None, None
     rng = KeyRange(load_key(task.after), load_key(task.upto))
-    source_figure = source_checksum(builder, rng, options)
+    source_figure, built = source_checksum(builder, rng, options)
     if source_figure is None or not source_figure.matches(index_figure):
-        return None
+        return None, built
     n = source_figure.count
-    return RangeSummary(task.alias, "source", checked=n, matched=n, ranges_compared=1, ranges_matched=1)
+    return RangeSummary(task.alias, "source", checked=n, matched=n, ranges_compared=1, ranges_matched=1), None

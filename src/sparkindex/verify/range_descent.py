@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sparkindex.checksums import KeyCheck
-from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key
+from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Page
 from sparkindex.errors import DocumentError
 from sparkindex.keys import load_key, sort_key
 from sparkindex.retry import retry_transient
@@ -40,8 +40,9 @@ from sparkindex.verify.range_repair import RangeRepair
 from sparkindex.verify.range_task import RangeTask, Resources, TaskOptions
 
 
-def descend(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSummary:
-    """Compare a differing range key by key; build and compare by id only the keys that differ."""
+def descend(res: Resources, task: RangeTask, options: TaskOptions, built: list[Page] | None = None) -> RangeSummary:
+    """Compare a differing range key by key; build and compare by id only the keys that differ.
+    *built*: the range's pages, when the figures' step built them already."""
     assert task.index is not None
     index, bounds = task.index, (task.lo, task.hi)
     summary = RangeSummary(task.alias, "source", ranges_compared=1, ranges_descended=1, ranges_by_key=1)
@@ -58,9 +59,11 @@ def descend(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSumma
     builder = res.builder(task.alias)
     rng = KeyRange(load_key(task.after), load_key(task.upto))
     table = builder.plan.table.name
-    rows = retry_transient(
-        lambda: builder.database_checks(rng), f"the checks of {table}", options.retries, options.backoff()
-    )
+    rows = None
+    if built is None:
+        rows = retry_transient(
+            lambda: builder.database_checks(rng), f"the checks of {table}", options.retries, options.backoff()
+        )
     others: list[str] = []  # keys under which the index holds a document of another id
     if rows is not None:
         differing: dict[str, tuple[Key, KeyCheck | None]] = {}
@@ -72,14 +75,15 @@ def descend(res: Resources, task: RangeTask, options: TaskOptions) -> RangeSumma
         docs, failures = _by_keys(builder, [key for key, _ in differing.values()], options)
         others += _compare(res, index, docs, failures, {k: h for k, (_, h) in differing.items()}, summary, fixer)
     else:
-        for page in pages(builder, rng, options):
-            built, under = [], {}
+        for page in built if built is not None else pages(builder, rng, options):
+            unequal: list[BuiltDocument] = []
+            under: dict[str, KeyCheck | None] = {}
             for d in page.docs:
                 held_here = held.pop(d.sort_key or "", None)
                 if not _clean(held_here, d.check, summary):
-                    built.append(d)
+                    unequal.append(d)
                     under[d.sort_key or ""] = held_here
-            others += _compare(res, index, built, page.failures, under, summary, fixer)
+            others += _compare(res, index, unequal, page.failures, under, summary, fixer)
     # keys the index holds and no row of the range does: extra documents or tombstones (or a copy
     # of a row that cannot be built, which the page comparison counted already: the source has
     # it); and keys whose documents are not all copies of the row's id

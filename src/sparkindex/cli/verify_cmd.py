@@ -31,7 +31,7 @@ def path_line(r: dict[str, Any]) -> str:
     if r.get("path") == "checksums":
         return (
             f"compared by checksum: {ranges.get('matched', 0):,} of {ranges.get('compared', 0):,} ranges matched, "
-            f"{ranges.get('descended', 0):,} compared document by document"
+            f"{ranges.get('descended', 0):,} differed and were compared key by key"
         )
     return f"compared document by document: {r.get('path_reason') or 'no checksums'}"
 

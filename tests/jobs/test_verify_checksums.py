@@ -147,3 +147,31 @@ def test_two_documents_swapping_bodies_make_their_range_differ(shop: tuple[Pipel
     report = verify(pipeline)
     assert report.path == CHECKSUMS and report.ranges["descended"] == 1
     assert drift(report) == no_drift(stale=2) and report.samples["stale"] == ["5", "6"]
+
+
+@pytest.mark.parametrize("repairing", [False, True], ids=["verify", "repair"])
+def test_a_document_without_a_sort_key_is_found_beside_one_found_key_by_key(
+    shop: tuple[Pipeline, str], repairing: bool
+) -> None:
+    """A document written without a sort key (by an older version) lies in no key range: the
+    whole index is scanned for it, and the extra document a range found key by key is neither
+    counted twice nor taken for motion."""
+    pipeline, index = shop
+    docs = built_documents(pipeline, "products")
+    keyed = variant(docs["8"], "1000000001", sort_key=docs["8"].sort_key + "0", name="keyed extra")  # type: ignore[operator]
+    keyless = variant(docs["9"], 'keyless|"é', name="keyless extra")
+    keyless = BulkItem(keyless.id, keyless.source, keyless.hash, fields=keyless.fields, check=keyless.check)
+    with tantivy(pipeline) as target:
+        write(target, index, [keyed, keyless])
+    if repairing:
+        with verifier(pipeline, checks=True) as v:
+            result = repair(v, "test-run")
+        [report], [after] = result.before, result.after
+        assert report.repaired == {"indexed": 0, "deleted": 2, "failed": 0}
+        assert drift(after) == no_drift() and after.index_docs == PRODUCTS and after.notes == []
+    else:
+        report = verify(pipeline)
+    assert report.path == CHECKSUMS and report.ranges["descended"] == 1
+    assert drift(report) == no_drift(extra=2), report.notes
+    assert report.samples["extra"] == sorted([keyed.id, keyless.id])
+    assert not [n for n in report.notes if "changed while verify ran" in n], report.notes

@@ -174,8 +174,9 @@ class Verifier:
         #: read: those compared by id (and, with tombstones, those whose figures matched, which
         #: cannot see a document without a check); a range compared key by key was read whole
         self._unread: dict[str, list[tuple[str | None, str | None]]] = {}
-        #: the aliases with at least one range compared key by key
-        self._keyed: set[str] = set()
+        #: per alias with at least one range compared key by key, the extra documents those
+        #: ranges found (and counted on the source side)
+        self._keyed: dict[str, int] = {}
 
     def _run(self, label: str, tasks: Sequence[RangeTask], options: TaskOptions) -> list[RangeSummary]:
         total = len(tasks)
@@ -201,7 +202,7 @@ class Verifier:
         extra = self._index_side(reports, merged, options, label)
         for alias, report in reports.items():
             merged[alias].merge(extra[alias])
-            _fill(report, merged[alias], options.repair, self._counted.get(alias, 0))
+            _fill(report, merged[alias], options.repair, self._counted.get(alias, 0), self._keyed.get(alias, 0))
             report.seconds = round(time.monotonic() - started, 3)
         return list(reports.values())
 
@@ -213,7 +214,7 @@ class Verifier:
         fast = frozenset(a for a, r in reports.items() if r.path == CHECKSUMS)
         tasks = source_tasks(self.source, self.plans, indexes, self.job, fast)
         merged = {alias: RangeSummary(alias) for alias in self.plans}
-        self._unread, self._keyed = {alias: [] for alias in fast}, set()
+        self._unread, self._keyed = {alias: [] for alias in fast}, {}
         for task, summary in zip(tasks, self._run(f"{label} (source ranges)", tasks, options), strict=True):
             merged[task.alias].merge(summary)
             counts = reports[task.alias].ranges
@@ -222,7 +223,7 @@ class Verifier:
             counts["matched"] += summary.ranges_matched
             counts["descended"] += summary.ranges_descended
             if summary.ranges_by_key:
-                self._keyed.add(task.alias)
+                self._keyed[task.alias] = self._keyed.get(task.alias, 0) + summary.extra
             elif summary.ranges_descended or (
                 summary.ranges_matched and self.plans[task.alias].config.deletes == "soft"
             ):
@@ -281,13 +282,6 @@ class Verifier:
             for r in wanted
             if (r.ranges["index"] > 1 or r.alias in partial) and self._unmatched(found[r.alias]) < self._expected(r)
         ]
-        for r in [r for r in short if r.alias in self._keyed]:
-            # a whole scan would count again what the key-by-key ranges found: motion, said once
-            r.notes.append(
-                f"the counts show {self._expected(r) - self._unmatched(found[r.alias]):,} more documents in the index "
-                "than verify accounted for: it changed while verify ran"
-            )
-        short = [r for r in short if r.alias not in self._keyed]
         if short:
             whole = [RangeTask(r.alias, r.index, "index") for r in short]
             again = {r.alias: RangeSummary(r.alias, "index") for r in short}
@@ -301,7 +295,8 @@ class Verifier:
                 )
                 if options.repair:  # the ranges' extras are deleted already; the whole scan found the rest
                     found[r.alias].merge(again[r.alias])
-                else:
+                else:  # the whole scan found them all again; those found key by key are counted already
+                    again[r.alias].extra = max(0, again[r.alias].extra - self._keyed.get(r.alias, 0))
                     found[r.alias] = again[r.alias]
         return found
 
@@ -330,17 +325,18 @@ class Verifier:
             reports[task.alias].ranges["index"] += 1
 
 
-def _fill(report: VerifyReport, s: RangeSummary, repair: bool, counted: int) -> None:
+def _fill(report: VerifyReport, s: RangeSummary, repair: bool, counted: int, keyed: int) -> None:
     """The alias's report from its merged summaries; *counted*: the tombstones taken out of
-    ``extra_by_count`` before the index-side scan, which sees them again."""
+    ``extra_by_count`` before the index-side scan, which sees them again; *keyed*: the extra
+    documents ranges compared key by key found (``extra_by_count`` leaves them out)."""
     for kind in ("checked", *KINDS):
         setattr(report, kind, getattr(s, kind))
     report.samples = {k: list(v) for k, v in s.samples.items()}
     if report.ranges["index"]:
         report.tombstones = s.tombstones  # the scan's figure, as for extra documents
-        if s.extra + s.tombstones != report.extra_by_count + counted:
+        if s.extra - keyed + s.tombstones != report.extra_by_count + counted:
             report.notes.append(
-                f"the index-side scan found {s.extra:,} extra documents, the counts "
+                f"the index-side scan found {s.extra - keyed:,} extra documents, the counts "
                 f"{report.extra_by_count + counted - s.tombstones:,}: the index changed while verify ran"
             )
     if repair:

@@ -7,6 +7,7 @@ workers (None), never summed wrong."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -20,6 +21,8 @@ from sparkindex.documents.plan import IndexPlan
 from sparkindex.keys import sort_key
 from sparkindex.sources.base import KeyRange
 from sparkindex.sources.postgres import PostgresSource
+from sparkindex.verify.range_checksums import source_checksum
+from sparkindex.verify.range_task import TaskOptions
 from tests.fresh_databases import fresh_database
 
 pytestmark = pytest.mark.postgres
@@ -143,6 +146,47 @@ def test_a_row_only_python_writes_canonically_has_no_server_check(source: Postgr
         rows = JsonAggregationBuilder(source, _plan(source)).database_checks(KeyRange((40,), (44,)))
         assert rows is not None
         assert {key[0]: check is None for key, check in rows} == {41: False, 42: True, 43: False, 44: False}
+    finally:
+        with source.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE items SET price = 0.5 WHERE id = 42"))
+
+
+@pytest.mark.parametrize("repairing", [False, True], ids=["verify", "repair"])
+def test_a_range_is_built_by_the_server_once_for_its_figure(source: PostgresSource, repairing: bool) -> None:
+    """A verify asks for the sum alone (a number crosses the wire); a repair, which expects drift,
+    asks for each row's check and sums them in the task, so a range that then differs is
+    compared key by key without the server building its documents a second time."""
+    builder = JsonAggregationBuilder(source, _plan(source))
+    rng = KeyRange((17,), (230,))
+    hashed: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        if "md5(" in statement:
+            hashed.append(statement)
+
+    sa.event.listen(source.engine, "before_cursor_execute", count)
+    try:
+        side = source_checksum(builder, rng, TaskOptions(repair=repairing))
+    finally:
+        sa.event.remove(source.engine, "before_cursor_execute", count)
+    assert len(hashed) == 1, hashed
+    assert side.figure == builder.database_checksum(rng) == _python_sum(builder, rng)
+    assert side.built is None
+    if repairing:
+        assert side.checks is not None and len(side.checks) == 213
+    else:
+        assert side.checks is None
+
+
+def test_a_repairs_range_with_a_row_only_python_writes_has_no_figure_but_its_checks(source: PostgresSource) -> None:
+    with source.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE items SET price = 1e-7 WHERE id = 42"))
+    try:
+        side = source_checksum(
+            JsonAggregationBuilder(source, _plan(source)), KeyRange((40,), (44,)), TaskOptions(repair=True)
+        )
+        assert side.figure is None and side.checks is not None
+        assert {key[0]: check is None for key, check in side.checks} == {41: False, 42: True, 43: False, 44: False}
     finally:
         with source.engine.begin() as conn:
             conn.execute(sa.text("UPDATE items SET price = 0.5 WHERE id = 42"))

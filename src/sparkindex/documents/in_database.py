@@ -18,7 +18,7 @@ of client CPU a large benchmark document took (psycopg's fetch 12.3 -> 4.1 us a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -256,16 +256,10 @@ class JsonAggregationBuilder(DocumentBuilder):
         key column is not an integer (the id is hashed too, as document_id writes it), and
         for a range holding a value it cannot promise (marked ``\\x01``: such a document's bytes
         are made in Python), where the caller builds the range's documents instead."""
-        if self._canonical is None or not self._integer_keys:
+        found = self._hashed(rng, self._checksum_statement, "a checksum")
+        if found is None:
             return None
-        with self.source.connect(f"a checksum of a range of table {self.plan.table.name!r}") as conn:
-            self._check_server(conn)
-            if self._canonical is None:
-                return None
-            # compiling the statement to machine code costs more than it saves here (measured:
-            # 1.9 s of a 4.3 s range of 20k shop documents); the setting ends with the transaction
-            conn.execute(sa.text("SET LOCAL jit = off"))
-            n, marked, hi, lo = conn.execute(self._checksum_statement(rng)).one()
+        [(n, marked, hi, lo)] = found
         if marked:
             return None
         return RangeChecksum(int(n), int(hi or 0), int(lo or 0))
@@ -276,16 +270,25 @@ class JsonAggregationBuilder(DocumentBuilder):
         differ is compared key by key. A document holding a value only Python writes canonically
         gets None (the caller builds it); None for the whole range where the server does not
         write the canonical JSON."""
+        rows = self._hashed(rng, self._checks_statement, "the checks")
+        if rows is None:
+            return None
+        n = len(self._keys)
+        return [(tuple(r[:n]), None if r[n] else (int(r[n + 1]) << 32) | int(r[n + 2])) for r in rows]
+
+    def _hashed(self, rng: KeyRange, statement: Callable[[KeyRange], sa.Select[Any]], what: str) -> list[Any] | None:
+        """The rows of *statement* over *rng*; None where the server does not write the canonical
+        JSON, or a key column is not an integer (the id is hashed too, as document_id writes it)."""
         if self._canonical is None or not self._integer_keys:
             return None
-        with self.source.connect(f"the checks of a range of table {self.plan.table.name!r}") as conn:
+        with self.source.connect(f"{what} of a range of table {self.plan.table.name!r}") as conn:
             self._check_server(conn)
             if self._canonical is None:
                 return None
-            conn.execute(sa.text("SET LOCAL jit = off"))  # see database_checksum
-            rows = conn.execute(self._checks_statement(rng)).fetchall()
-        n = len(self._keys)
-        return [(tuple(r[:n]), None if r[n] else (int(r[n + 1]) << 32) | int(r[n + 2])) for r in rows]
+            # compiling the statement to machine code costs more than it saves here (measured:
+            # 1.9 s of a 4.3 s range of 20k shop documents); the setting ends with the transaction
+            conn.execute(sa.text("SET LOCAL jit = off"))
+            return list(conn.execute(statement(rng)).fetchall())
 
     def _digests(self, rng: KeyRange) -> Any:
         """The range's rows as (key columns..., md5 of the hash key and the canonical JSON, whether

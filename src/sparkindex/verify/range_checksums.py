@@ -26,11 +26,12 @@ alias is then compared document by document, as before, with the reason in the r
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from sparkindex.checksums import RangeChecksum
-from sparkindex.documents.builder import DocumentBuilder, Page
+from sparkindex.documents.builder import DocumentBuilder, Key, Page
 from sparkindex.documents.plan import IndexPlan
 from sparkindex.keys import load_key, sort_key
 from sparkindex.retry import retry_transient
@@ -111,26 +112,47 @@ def pages(builder: DocumentBuilder, rng: KeyRange, options: TaskOptions) -> Iter
         after = page.last_key
 
 
-def source_checksum(
-    builder: DocumentBuilder, rng: KeyRange, options: TaskOptions
-) -> tuple[RangeChecksum | None, list[Page] | None]:
-    """The source's figure for *rng* (None when a row of it cannot be built: the range then
-    differs, and the comparison by id reports the row), and the range's pages when the workers
-    built them: a range that differs is then compared key by key from those documents, not
-    built a second time (memory: one range's documents, as long as the task runs)."""
+@dataclass
+class SourceFigure:
+    """The source's side of a range: its figure (None when a row of it cannot be built, or holds
+    a value only Python writes canonically: the range then differs, and the comparison key by key
+    reports the row), and what was read to make it, so that a range that differs is compared key
+    by key without building it a second time: the range's pages, when the workers built them
+    (memory: one range's documents, as long as the task runs), or each row's key and check, when
+    the server wrote them."""
+
+    figure: RangeChecksum | None
+    built: list[Page] | None = None
+    checks: list[tuple[Key, int | None]] | None = None
+
+
+def source_checksum(builder: DocumentBuilder, rng: KeyRange, options: TaskOptions) -> SourceFigure:
+    """The source's figure for *rng*. Where the server writes the documents, a verify asks it for
+    the sum alone (three numbers cross the wire; a range that differs is asked again, row by row);
+    a repair, which expects drift, asks for each row's check and sums them here, so that each range
+    is built by the server once whether it differs or not."""
     table = builder.plan.table.name
-    figure = retry_transient(
-        lambda: builder.database_checksum(rng), f"a checksum of {table}", options.retries, options.backoff()
-    )
-    if figure is not None:
-        return figure, None
+    if options.repair:
+        checks = retry_transient(
+            lambda: builder.database_checks(rng), f"the checks of {table}", options.retries, options.backoff()
+        )
+        if checks is not None:
+            if any(check is None for _, check in checks):
+                return SourceFigure(None, checks=checks)
+            return SourceFigure(RangeChecksum.of_checks([c for _, c in checks if c is not None]), checks=checks)
+    else:
+        figure = retry_transient(
+            lambda: builder.database_checksum(rng), f"a checksum of {table}", options.retries, options.backoff()
+        )
+        if figure is not None:
+            return SourceFigure(figure)
     built = list(pages(builder, rng, options))
     if any(page.failures or any(d.check is None for d in page.docs) for page in built):
-        return None, built
+        return SourceFigure(None, built=built)
     figure = RangeChecksum()
     for page in built:
         figure += RangeChecksum.of_checks([d.check for d in page.docs if d.check is not None])
-    return figure, built
+    return SourceFigure(figure, built=built)
 
 
 def index_checksum(target: TargetReader, task: RangeTask, options: TaskOptions) -> RangeChecksum:
@@ -144,18 +166,18 @@ def index_checksum(target: TargetReader, task: RangeTask, options: TaskOptions) 
 
 def compare_checksums(
     res: Resources, task: RangeTask, options: TaskOptions
-) -> tuple[RangeSummary | None, list[Page] | None]:
+) -> tuple[RangeSummary | None, SourceFigure]:
     """A clean range's summary when both sides' figures agree, else None (the range must be
-    compared key by key); and the range's documents when the workers built them."""
+    compared key by key); and the source's side, with what was read to make its figure."""
     index_figure = index_checksum(res.target, task, options)
     builder = res.builder(task.alias)
     if index_figure.unchecked and builder.plan.config.deletes != "soft":
         # a document without a check may be a second copy the figure cannot see (with soft
         # deletes they are tombstones, which the verifier counts and tells apart)
-        return None, None
+        return None, SourceFigure(None)
     rng = KeyRange(load_key(task.after), load_key(task.upto))
-    source_figure, built = source_checksum(builder, rng, options)
-    if source_figure is None or not source_figure.matches(index_figure):
-        return None, built
-    n = source_figure.count
-    return RangeSummary(task.alias, "source", checked=n, matched=n, ranges_compared=1, ranges_matched=1), None
+    source = source_checksum(builder, rng, options)
+    if source.figure is None or not source.figure.matches(index_figure):
+        return None, source
+    n = source.figure.count
+    return RangeSummary(task.alias, "source", checked=n, matched=n, ranges_compared=1, ranges_matched=1), source

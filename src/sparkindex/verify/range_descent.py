@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sparkindex.checksums import KeyCheck
-from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key, Page
+from sparkindex.documents.builder import BuiltDocument, DocumentBuilder, Key
 from sparkindex.errors import DocumentError
 from sparkindex.keys import load_key, sort_key
 from sparkindex.retry import retry_transient
@@ -35,14 +35,14 @@ from sparkindex.sources.base import KeyRange
 from sparkindex.verify.drift import RangeSummary
 from sparkindex.verify.index_range import scan_for_extra
 from sparkindex.verify.page_compare import compare_page, index_hashes
-from sparkindex.verify.range_checksums import pages
+from sparkindex.verify.range_checksums import SourceFigure, pages
 from sparkindex.verify.range_repair import RangeRepair
 from sparkindex.verify.range_task import RangeTask, Resources, TaskOptions
 
 
-def descend(res: Resources, task: RangeTask, options: TaskOptions, built: list[Page] | None = None) -> RangeSummary:
+def descend(res: Resources, task: RangeTask, options: TaskOptions, source: SourceFigure | None = None) -> RangeSummary:
     """Compare a differing range key by key; build and compare by id only the keys that differ.
-    *built*: the range's pages, when the figures' step built them already."""
+    *source*: what the figures' step read of the range (its pages, or its rows' checks), if any."""
     assert task.index is not None
     index, bounds = task.index, (task.lo, task.hi)
     summary = RangeSummary(task.alias, "source", ranges_compared=1, ranges_descended=1, ranges_by_key=1)
@@ -59,8 +59,9 @@ def descend(res: Resources, task: RangeTask, options: TaskOptions, built: list[P
     builder = res.builder(task.alias)
     rng = KeyRange(load_key(task.after), load_key(task.upto))
     table = builder.plan.table.name
-    rows = None
-    if built is None:
+    built = None if source is None else source.built
+    rows = None if source is None else source.checks
+    if built is None and rows is None:
         rows = retry_transient(
             lambda: builder.database_checks(rng), f"the checks of {table}", options.retries, options.backoff()
         )

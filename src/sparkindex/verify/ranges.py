@@ -52,11 +52,11 @@ def check_source_range(res: Resources, task: RangeTask, options: TaskOptions) ->
     """Compare one source range; by its checksums first when the task says so, and document by
     document only when they differ (the range is then counted as descended)."""
     if task.checksums and task.index is not None:
-        clean, built = compare_checksums(res, task, options)
+        clean, source = compare_checksums(res, task, options)
         if clean is not None:
             return clean
         if res.primary_builder(task.alias) is None and res.target.lists_key_checks:
-            return descend(res, task, options, built)
+            return descend(res, task, options, source)
         # over a read replica every drifted id is asked again of the primary, and a target that
         # cannot list its keys' checks says nothing finer: compared by id
         summary = compare_documents(res, task, options)

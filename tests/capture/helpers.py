@@ -26,7 +26,8 @@ from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
-from sparkindex.verify.verifier import VerifyReport, verify_alias
+from sparkindex.verify.local import verify_alias
+from sparkindex.verify.verifier import VerifyReport
 from tests.cli_process import LoggedProcess
 from tests.e2e.shop import copy_shop, fresh_database
 

@@ -29,7 +29,7 @@ from sparkindex.coordination.store import CoordinationStore
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
-from sparkindex.verify.verifier import verify_alias
+from sparkindex.verify.local import verify_alias
 from tests.capture.helpers import Shop, drop_pg_shop, make_pg_shop
 from tests.e2e.test_unacknowledged_writes import ALIAS, plan_job
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)

@@ -22,7 +22,8 @@ from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import LogGap
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
-from sparkindex.verify.verifier import VerifyReport, verify_alias
+from sparkindex.verify.local import verify_alias
+from sparkindex.verify.verifier import VerifyReport
 from tests.capture.helpers import HOSTILE, Shop, drop_pg_shop, make_pg_shop, slot_of, wait_until
 from tests.capture.test_sync_process import Writer
 from tests.cli_process import LoggedProcess

@@ -22,7 +22,7 @@ from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
-from sparkindex.verify.verifier import verify_alias
+from sparkindex.verify.local import verify_alias
 from tests.capture.helpers import HOSTILE
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)
 from tests.support.osmem import OsmemCluster

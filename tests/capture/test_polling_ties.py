@@ -26,7 +26,7 @@ from sparkindex.errors import ConfigError
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.sources.registry import open_source
 from sparkindex.targets.registry import open_target
-from sparkindex.verify.verifier import verify_alias
+from sparkindex.verify.local import verify_alias
 from tests.capture.helpers import HOSTILE
 from tests.e2e.shop import copy_shop, fresh_database
 

@@ -22,7 +22,7 @@ from sparkindex.jobs.control import request_stop
 from sparkindex.jobs.reindex import ReindexJob, ReindexSummary
 from sparkindex.resources import open_source_url, open_store, open_target
 from sparkindex.spark.partition_job import partitions_frame
-from sparkindex.verify.verifier import verify_alias
+from sparkindex.verify.local import verify_alias
 from tests.e2e.guarantee_helpers import pg_table, write_pipeline
 from tests.e2e.shop import make_shop, wait_for
 

@@ -32,7 +32,8 @@ from sparkindex.retry import Backoff
 from sparkindex.sources.base import KeyRange
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.tantivy import TantivyTarget
-from sparkindex.verify.verifier import VerifyReport, verify_alias
+from sparkindex.verify.local import verify_alias
+from sparkindex.verify.verifier import VerifyReport
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.e2e.guarantee_helpers import finish_and_wait, pg_table, plant_raw, run_cli, tantivy_body, write_pipeline
 from tests.e2e.shop import execute, make_shop

@@ -15,7 +15,7 @@ from sparkindex.documents.planning import resolve_plans
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.resources import open_source_url, open_store, open_target
 from sparkindex.sources.base import KeyRange
-from sparkindex.verify.verifier import verify_alias
+from sparkindex.verify.local import verify_alias
 from tests.e2e.shop import execute, make_shop
 
 pytestmark = pytest.mark.slow

@@ -36,7 +36,7 @@ from sparkindex.sources.base import KeyRange
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.targets.base import BulkItem
 from sparkindex.targets.target import Target
-from sparkindex.verify.verifier import verify_alias
+from sparkindex.verify.local import verify_alias
 from sparkindex.worker.partition import PartitionWorker, WorkerSettings
 from tests.capture.helpers import drop_pg_shop, make_pg_shop
 from tests.e2e.shop import execute, make_shop, wait_for

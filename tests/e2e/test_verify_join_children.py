@@ -23,8 +23,9 @@ from sparkindex.jobs.redrive import redrive
 from sparkindex.keys import sort_key
 from sparkindex.resources import open_source_url, open_store, open_target
 from sparkindex.targets.base import BulkItem
+from sparkindex.verify.local import LocalResources, local_runner
 from sparkindex.verify.repair import repair
-from sparkindex.verify.verifier import LocalResources, Verifier, VerifyReport, local_runner
+from sparkindex.verify.verifier import Verifier, VerifyReport
 from tests.fresh_databases import fresh_database
 from tests.jobs.planting import built_documents, variant, write
 from tests.support.osmem import *  # noqa: F403 (the osmem and osmem_cluster fixtures)

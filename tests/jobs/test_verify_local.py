@@ -22,8 +22,9 @@ from sparkindex.resources import open_source_url, open_store
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.targets.target import Target
+from sparkindex.verify.local import LocalResources, local_runner
 from sparkindex.verify.repair import repair
-from sparkindex.verify.verifier import LocalResources, Verifier, VerifyReport, local_runner
+from sparkindex.verify.verifier import Verifier, VerifyReport
 from tests.e2e.shop import execute, make_shop
 from tests.jobs.planting import KINDS, built_documents, index_without_spark, plant, plant_each_kind, tantivy
 

@@ -17,8 +17,9 @@ from sparkindex.coordination.recovery import holder_name
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import ConfigError
 from sparkindex.resources import open_source_url, open_store
+from sparkindex.verify.local import LocalResources, local_runner
 from sparkindex.verify.run import SCHEDULE_LOCK, next_verify_at, run_scheduled_verify, run_verify
-from sparkindex.verify.verifier import LocalResources, Runner, local_runner
+from sparkindex.verify.verifier import Runner
 from tests.e2e.guarantee_helpers import run_cli
 from tests.e2e.shop import make_shop
 from tests.jobs.planting import index_without_spark, tantivy

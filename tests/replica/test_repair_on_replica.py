@@ -21,8 +21,9 @@ import sqlalchemy as sa
 
 from sparkindex.documents.planning import resolve_plans
 from sparkindex.resources import open_source_url, open_store
+from sparkindex.verify.local import LocalResources, local_runner
 from sparkindex.verify.repair import repair
-from sparkindex.verify.verifier import LocalResources, Verifier, VerifyReport, local_runner
+from sparkindex.verify.verifier import Verifier, VerifyReport
 from tests.capture.helpers import Shop, drop_pg_shop, make_pg_shop, wait_until
 from tests.jobs.planting import built_documents, index_without_spark, plant, tantivy
 from tests.replica.helpers import assert_written, query, replica_url, start_replicas, write_during_rebuild

@@ -25,8 +25,8 @@ from sparkindex.documents.planning import resolve_plans
 from sparkindex.errors import LogGap
 from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.resources import open_source, open_store
+from sparkindex.verify.local import LocalResources, local_runner
 from sparkindex.verify.run import VerifyOutcome, run_verify
-from sparkindex.verify.verifier import LocalResources, local_runner
 from tests.jobs.planting import built_documents, plant, tantivy
 
 T0 = "2026-01-01 00:00:00"

@@ -27,8 +27,9 @@ from sparkindex.jobs.reindex import ReindexJob
 from sparkindex.resources import open_source_url, open_store
 from sparkindex.targets.base import StoredDocument
 from sparkindex.targets.registry import open_target
+from sparkindex.verify.local import LocalResources, local_runner
 from sparkindex.verify.repair import RepairResult, repair
-from sparkindex.verify.verifier import LocalResources, Verifier, VerifyReport, local_runner
+from sparkindex.verify.verifier import Verifier, VerifyReport
 from tests.support.polled_shop import polled_shop_db
 
 pytestmark = pytest.mark.slow

@@ -27,6 +27,7 @@ The verify and repair jobs are :mod:`sparkindex.verify.run`; the sync job and th
 """
 
 from sparkindex.jobs.reindex import ReindexJob, ReindexSummary
-from sparkindex.verify.verifier import VerifyReport, verify_alias
+from sparkindex.verify.local import verify_alias
+from sparkindex.verify.verifier import VerifyReport
 
 __all__ = ["ReindexJob", "ReindexSummary", "VerifyReport", "verify_alias"]

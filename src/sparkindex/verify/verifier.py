@@ -54,9 +54,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from sparkindex.config.job import JobConfig
-from sparkindex.documents.builder import DocumentBuilder, make_builder
 from sparkindex.documents.plan import IndexPlan
-from sparkindex.documents.source_lookup import SourceLookup
 from sparkindex.documents.tombstones import TOMBSTONE_HASH_PREFIX
 from sparkindex.errors import SparkIndexError
 from sparkindex.keys import dump_key
@@ -66,7 +64,7 @@ from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.target import Target
 from sparkindex.verify.drift import KINDS, DriftCounts, RangeSummary
 from sparkindex.verify.range_checksums import CHECKSUMS, DOCUMENTS, checksum_path, index_bounds
-from sparkindex.verify.ranges import RangeTask, Resources, TaskOptions, run_range_task
+from sparkindex.verify.ranges import RangeTask, TaskOptions
 
 #: Runs range tasks (on Spark, or in this process) and reports how many are done as they finish.
 Runner = Callable[[Sequence[RangeTask], TaskOptions, Callable[[int], None]], list[RangeSummary]]
@@ -341,70 +339,3 @@ def _fill(report: VerifyReport, s: RangeSummary, repair: bool, counted: int, key
             )
     if repair:
         report.repaired = {"indexed": s.indexed, "deleted": s.deleted, "failed": s.failed}
-
-
-# -- in this process -----------------------------------------------------------------------------------
-class LocalResources:
-    """A worker's resources in the calling process (tests, small indexes, no Spark)."""
-
-    def __init__(
-        self,
-        source: Source,
-        target: Target,
-        plans: dict[str, IndexPlan],
-        store: Any = None,
-        primary: Source | None = None,
-    ) -> None:
-        """*primary*: when *source* is a read replica, its primary (drift is asked again there)."""
-        self._source, self._target, self._store = source, target, store
-        cache = None if store is None else store.transform_cache
-        self._builders = {alias: make_builder(source, plan, cache) for alias, plan in plans.items()}
-        self._lookups: dict[str, SourceLookup] = {}
-        self._primary = {} if primary is None else {a: make_builder(primary, p, cache) for a, p in plans.items()}
-        self._primary_lookups = {a: SourceLookup(b.source, b.plan) for a, b in self._primary.items()}
-
-    @property
-    def source(self) -> Source:
-        return self._source
-
-    @property
-    def target(self) -> Target:
-        return self._target
-
-    @property
-    def store(self) -> Any:
-        if self._store is None:
-            raise SparkIndexError("repair needs the coordination store (for dead letters)")
-        return self._store
-
-    def builder(self, alias: str) -> DocumentBuilder:
-        return self._builders[alias]
-
-    def lookup(self, alias: str) -> SourceLookup:
-        if alias not in self._lookups:
-            self._lookups[alias] = SourceLookup(self._source, self._builders[alias].plan)
-        return self._lookups[alias]
-
-    def primary_builder(self, alias: str) -> DocumentBuilder | None:
-        return self._primary.get(alias)
-
-    def primary_lookup(self, alias: str) -> SourceLookup | None:
-        return self._primary_lookups.get(alias)
-
-
-def local_runner(res: Resources) -> Runner:
-    def run(tasks: Sequence[RangeTask], options: TaskOptions, done: Callable[[int], None]) -> list[RangeSummary]:
-        out = []
-        for task in tasks:
-            out.append(run_range_task(res, task, options))
-            done(len(out))
-        return out
-
-    return run
-
-
-def verify_alias(source: Source, target: Target, plan: IndexPlan, job: JobConfig | None = None) -> VerifyReport:
-    """Verify one alias in this process, range by range (no Spark)."""
-    plans = {plan.alias: plan}
-    [report] = Verifier(source, target, plans, local_runner(LocalResources(source, target, plans)), job).run()
-    return report

@@ -65,6 +65,10 @@ class RangeSummary(DriftCounts):
     #: of the descended, those compared key by key (the index's keys read whole, extra documents
     #: included), not by id
     ranges_by_key: int = 0
+    #: copies of ids the source has, found under another document's sort key (or none) by a
+    #: range compared key by key: no figure counts them as copies of their id, so the alias is
+    #: compared again by id
+    foreign: int = 0
 
     def note(self, kind: str, doc_id: str) -> None:
         """Count one document of *kind* and keep its id if the sample has room."""

@@ -8,7 +8,7 @@ is extra like any document. Over a read replica, an id the replica lacks is aske
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from sparkindex.documents.tombstones import is_tombstone
 from sparkindex.targets.base import KeyBounds
@@ -36,16 +36,20 @@ def scan_for_extra(
     key_ranges: Iterable[KeyBounds],
     summary: RangeSummary,
     fixer: RangeRepair | None,
+    own: Callable[[str, str], bool] | None = None,
 ) -> None:
     """Scan *key_ranges* of the task's index and count (with *fixer*, remove) what no row builds.
 
     The ids of every range are asked of the source together, a chunk at a time: a differing
     range's extra keys (:mod:`sparkindex.verify.range_descent`) are many ranges of one key each.
+    With *own* (the ranges are single keys; ``own(key, id)``: whether *id*'s copy belongs under
+    that key), a copy of an id the source has found under a key not its own is counted as
+    ``foreign``.
     """
     assert task.index is not None
     lookup = res.lookup(task.alias)
     soft = res.builder(task.alias).plan.config.deletes == "soft"
-    pending: dict[str, list[str]] = {}  # id -> the hash of each copy seen
+    pending: dict[str, list[tuple[str, str | None]]] = {}  # id -> each copy seen: its hash, its key
     primary = res.primary_lookup(task.alias)
 
     def flush() -> None:
@@ -53,12 +57,15 @@ def scan_for_extra(
         # read on a replica: an id it lacks may be a row the primary has (inserted since)
         present |= present_on_primary(primary, [d for d in pending if d not in present])
         extra: list[str] = []
-        for doc_id in (d for d in pending if d not in present):
-            hashes = pending[doc_id]
-            kept = sum(1 for h in hashes if is_tombstone(h)) if soft else 0
+        for doc_id, copies in pending.items():
+            if doc_id in present:
+                if own is not None:
+                    summary.foreign += sum(1 for _, at in copies if not own(at or "", doc_id))
+                continue
+            kept = sum(1 for h, _ in copies if is_tombstone(h)) if soft else 0
             summary.tombstones += kept
-            if kept < len(hashes):
-                summary.extra += len(hashes) - kept
+            if kept < len(copies):
+                summary.extra += len(copies) - kept
                 summary.note_sample("extra", doc_id)
                 extra.append(doc_id)
         if fixer is not None and extra:
@@ -66,9 +73,10 @@ def scan_for_extra(
         pending.clear()
 
     for bounds in key_ranges:
+        at = bounds[0] if own is not None else None
         for doc_id, doc_hash in res.target.scan_hashes(task.index, key_range=bounds):
             summary.scanned += 1
-            pending.setdefault(doc_id, []).append(doc_hash)
+            pending.setdefault(doc_id, []).append((doc_hash, at))
             if len(pending) >= LOOKUP_CHUNK:
                 flush()
     if pending:

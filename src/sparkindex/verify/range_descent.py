@@ -65,7 +65,8 @@ def descend(res: Resources, task: RangeTask, options: TaskOptions, source: Sourc
         rows = retry_transient(
             lambda: builder.database_checks(rng), f"the checks of {table}", options.retries, options.backoff()
         )
-    others: list[str] = []  # keys under which the index holds a document of another id
+    others: dict[str, str] = {}  # keys under which the index holds a document of another id: their row's id
+    unbuilt: set[str] = set()  # ids of the range's rows that cannot be built
     if rows is not None:
         differing: dict[str, tuple[Key, KeyCheck | None]] = {}
         for key, check in rows:
@@ -74,7 +75,8 @@ def descend(res: Resources, task: RangeTask, options: TaskOptions, source: Sourc
             if not _clean(held_here, check, summary):
                 differing[at] = (key, held_here)
         docs, failures = _by_keys(builder, [key for key, _ in differing.values()], options)
-        others += _compare(res, index, docs, failures, {k: h for k, (_, h) in differing.items()}, summary, fixer)
+        unbuilt.update(f.doc_id for f in failures)
+        others |= _compare(res, index, docs, failures, {k: h for k, (_, h) in differing.items()}, summary, fixer)
     else:
         for page in built if built is not None else pages(builder, rng, options):
             unequal: list[BuiltDocument] = []
@@ -84,14 +86,20 @@ def descend(res: Resources, task: RangeTask, options: TaskOptions, source: Sourc
                 if not _clean(held_here, d.check, summary):
                     unequal.append(d)
                     under[d.sort_key or ""] = held_here
-            others += _compare(res, index, unequal, page.failures, under, summary, fixer)
+            unbuilt.update(f.doc_id for f in page.failures)
+            others |= _compare(res, index, unequal, page.failures, under, summary, fixer)
     # keys the index holds and no row of the range does: extra documents or tombstones (or a copy
     # of a row that cannot be built, which the page comparison counted already: the source has
-    # it); and keys whose documents are not all copies of the row's id
+    # it); and keys whose documents are not all copies of the row's id. A copy of a live id under
+    # a key not its own is counted as foreign: the verifier compares the alias again by id
     before = summary.extra
-    keys = sorted({*held, *others})
-    scan_for_extra(res, task, [(k, k + "0") for k in keys], summary, fixer)
-    summary.matched += summary.extra - before
+    owners: dict[str, str | None] = {**dict.fromkeys(held), **others}
+
+    def own(at: str, doc_id: str) -> bool:  # a row that cannot be built keeps its old copy
+        return owners.get(at) == doc_id or doc_id in unbuilt
+
+    scan_for_extra(res, task, [(k, k + "0") for k in sorted(owners)], summary, fixer, own)
+    summary.matched += summary.extra - before + summary.foreign  # copies of ids, counted: not extra
     if fixer is not None:
         fixer.finish()
     return summary
@@ -105,18 +113,18 @@ def _compare(
     held: dict[str, KeyCheck | None],
     summary: RangeSummary,
     fixer: RangeRepair | None,
-) -> list[str]:
+) -> dict[str, str]:
     """Compare the differing documents by id; return the sort keys under which the index holds
     more documents than copies of the document's own id (a document of another id that took
-    its key: the extra-document scan must read that key too)."""
+    its key: the extra-document scan must read that key too), each with that own id."""
     ids = [d.id for d in docs] + [f.doc_id for f in failures]
     found = index_hashes(res.target, index, ids) if ids else {}
     compare_page(res.target, index, docs, failures, summary, fixer, found)
-    return [
-        d.sort_key
+    return {
+        d.sort_key: d.id
         for d in docs
         if d.sort_key is not None and (h := held.get(d.sort_key)) is not None and h.docs > len(found.get(d.id, ()))
-    ]
+    }
 
 
 def _clean(held: KeyCheck | None, check: int | None, summary: RangeSummary) -> bool:

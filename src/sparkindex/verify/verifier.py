@@ -62,7 +62,7 @@ from sparkindex.sources.base import Source
 from sparkindex.sources.partition_plan import EntityPlanInput, plan_partitions
 from sparkindex.targets.reader import TargetReader
 from sparkindex.targets.target import Target
-from sparkindex.verify.drift import KINDS, DriftCounts, RangeSummary
+from sparkindex.verify.drift import KINDS, SAMPLE, DriftCounts, RangeSummary
 from sparkindex.verify.range_checksums import CHECKSUMS, DOCUMENTS, checksum_path, index_bounds
 from sparkindex.verify.ranges import RangeTask, TaskOptions
 
@@ -172,9 +172,12 @@ class Verifier:
         #: read: those compared by id (and, with tombstones, those whose figures matched, which
         #: cannot see a document without a check); a range compared key by key was read whole
         self._unread: dict[str, list[tuple[str | None, str | None]]] = {}
-        #: per alias with at least one range compared key by key, the extra documents those
-        #: ranges found (and counted on the source side)
-        self._keyed: dict[str, int] = {}
+        #: per alias with at least one range compared key by key, what those ranges found (extra
+        #: documents and tombstones, counted on the source side)
+        self._keyed: dict[str, RangeSummary] = {}
+        #: per alias compared by checksum whose documents the ranges could not all place (copies
+        #: of live ids under another's sort key, or none): why it is compared again by id
+        self._again: dict[str, str] = {}
 
     def _run(self, label: str, tasks: Sequence[RangeTask], options: TaskOptions) -> list[RangeSummary]:
         total = len(tasks)
@@ -182,10 +185,25 @@ class Verifier:
         return self.runner(tasks, options, lambda done: self.progress.ranges(label, done, total))
 
     def run(self, options: TaskOptions | None = None) -> list[VerifyReport]:
+        """Verify (or repair) every alias; an alias compared by checksum whose index holds copies
+        of live documents the key ranges cannot place is then compared again by id."""
         options = options or TaskOptions()
         started = time.monotonic()
+        reports = self._pass(list(self.plans), options, {})
+        again = dict(self._again)
+        if again:
+            self.progress.phase(f"comparing {', '.join(sorted(again))} again by id")
+            for second in self._pass(list(again), options, again).values():
+                reports[second.alias] = _second_pass(reports[second.alias], second, options.repair)
+        for report in reports.values():
+            report.seconds = round(time.monotonic() - started, 3)
+        return list(reports.values())
+
+    def _pass(self, aliases: list[str], options: TaskOptions, by_id: dict[str, str]) -> dict[str, VerifyReport]:
+        """One verify (or repair) of *aliases*; those in *by_id* compared by id, for the reason given."""
         t = self.target
-        indexes = {alias: t.alias_target(alias) for alias in self.plans}
+        self._again = {}
+        indexes = {alias: t.alias_target(alias) for alias in aliases}
         reports = {alias: VerifyReport(alias, ix) for alias, ix in indexes.items()}
         for alias, ix in indexes.items():
             report = reports[alias]
@@ -193,16 +211,21 @@ class Verifier:
             self._held[alias] = self._tombstones_held(report)  # so are tombstones (repair writes some)
             if ix is None:
                 report.notes.append(f"alias {alias!r} points at no index: every document is missing")
-            report.path_reason = checksum_path(self.source, t, self.plans[alias], ix)
+            report.path_reason = by_id.get(alias) or checksum_path(self.source, t, self.plans[alias], ix)
             report.path = DOCUMENTS if report.path_reason else CHECKSUMS
         label = "repairing" if options.repair else "verifying"
         merged = self._source_side(reports, options, label)
         extra = self._index_side(reports, merged, options, label)
         for alias, report in reports.items():
             merged[alias].merge(extra[alias])
-            _fill(report, merged[alias], options.repair, self._counted.get(alias, 0), self._keyed.get(alias, 0))
-            report.seconds = round(time.monotonic() - started, 3)
-        return list(reports.values())
+            keyed = self._keyed.get(alias, RangeSummary(alias))
+            _fill(report, merged[alias], options.repair, self._counted.get(alias, 0), keyed.extra)
+            if report.path == CHECKSUMS and merged[alias].foreign:
+                self._again[alias] = (
+                    f"{merged[alias].foreign:,} copies of documents the source has lie under other documents' "
+                    "sort keys, where no range's figure counts them as copies: compared again by id"
+                )
+        return reports
 
     def _source_side(
         self, reports: dict[str, VerifyReport], options: TaskOptions, label: str
@@ -210,8 +233,9 @@ class Verifier:
         self.progress.phase("planning key ranges")
         indexes = {alias: r.index for alias, r in reports.items()}
         fast = frozenset(a for a, r in reports.items() if r.path == CHECKSUMS)
-        tasks = source_tasks(self.source, self.plans, indexes, self.job, fast)
-        merged = {alias: RangeSummary(alias) for alias in self.plans}
+        plans = {alias: self.plans[alias] for alias in reports}
+        tasks = source_tasks(self.source, plans, indexes, self.job, fast)
+        merged = {alias: RangeSummary(alias) for alias in plans}
         self._unread, self._keyed = {alias: [] for alias in fast}, {}
         for task, summary in zip(tasks, self._run(f"{label} (source ranges)", tasks, options), strict=True):
             merged[task.alias].merge(summary)
@@ -221,7 +245,7 @@ class Verifier:
             counts["matched"] += summary.ranges_matched
             counts["descended"] += summary.ranges_descended
             if summary.ranges_by_key:
-                self._keyed[task.alias] = self._keyed.get(task.alias, 0) + summary.extra
+                self._keyed.setdefault(task.alias, RangeSummary(task.alias)).merge(summary)
             elif summary.ranges_descended or (
                 summary.ranges_matched and self.plans[task.alias].config.deletes == "soft"
             ):
@@ -278,34 +302,54 @@ class Verifier:
         short = [
             r
             for r in wanted
-            if (r.ranges["index"] > 1 or r.alias in partial) and self._unmatched(found[r.alias]) < self._expected(r)
+            if (r.ranges["index"] > 1 or r.alias in partial) and self._accounted(found[r.alias]) < self._expected(r)
         ]
         if short:
             whole = [RangeTask(r.alias, r.index, "index") for r in short]
             again = {r.alias: RangeSummary(r.alias, "index") for r in short}
             self._scan(f"{label} (whole index)", whole, options, reports, again)
             for r in short:
-                n = self._unmatched(found[r.alias])
                 r.notes.append(
-                    f"the key ranges held {n:,} of the {self._expected(r):,} extra documents the counts show; "
-                    "the rest lie outside the ranges scanned (no sort key, or no range check), so the index "
-                    "was scanned whole"
+                    f"the key ranges held {self._accounted(found[r.alias]):,} of the {self._expected(r):,} extra "
+                    "documents the counts show; the rest lie outside the ranges scanned (no sort key, or no range "
+                    "check), so the index was scanned whole"
                 )
-                if options.repair:  # the ranges' extras are deleted already; the whole scan found the rest
-                    found[r.alias].merge(again[r.alias])
-                else:  # the whole scan found them all again; those found key by key are counted already
-                    again[r.alias].extra = max(0, again[r.alias].extra - self._keyed.get(r.alias, 0))
-                    found[r.alias] = again[r.alias]
+                keyed, scan = self._keyed.get(r.alias, RangeSummary(r.alias)), again[r.alias]
+                # the whole scan saw every tombstone, those the key-by-key ranges counted too
+                scan.tombstones = max(0, scan.tombstones - keyed.tombstones)
+                if options.repair:  # the ranges' extras are deleted already: the scan found the rest
+                    scan.tombstones = max(0, scan.tombstones - found[r.alias].tombstones)
+                    found[r.alias].merge(scan)
+                else:  # the whole scan found every extra again; those found key by key are counted
+                    scan.extra = max(0, scan.extra - keyed.extra)
+                    found[r.alias] = scan
+                self._unplaced(r, found[r.alias], source_side[r.alias].deleted + found[r.alias].deleted)
         return found
+
+    def _unplaced(self, report: VerifyReport, found: RangeSummary, deleted: int) -> None:
+        """An alias compared by checksum whose whole index scan still leaves documents unaccounted
+        for holds copies of live ids the key ranges cannot place (under no sort key): compared
+        again by id, unless the index lost as many documents while verify ran (motion), less
+        those this repair *deleted*."""
+        assert report.index is not None
+        short = self._expected(report) - self._accounted(found)
+        if report.path != CHECKSUMS or short <= 0:
+            return
+        if short > max(0, report.index_docs - self.target.count(report.index) - deleted):
+            self._again[report.alias] = (
+                f"{short:,} documents of the index are copies of documents the source has that no key range "
+                "holds (no sort key): compared again by id"
+            )
+
+    def _accounted(self, found: RangeSummary) -> int:
+        """The index's documents an index-side scan found that are no copy of a source id (extra
+        documents and tombstones), with the tombstones the key-by-key ranges counted."""
+        keyed = self._keyed.get(found.alias)
+        return found.extra + found.tombstones + (keyed.tombstones if keyed is not None else 0)
 
     def _expected(self, report: VerifyReport) -> int:
         """The index's documents that are no copy of a source id, by count (tombstones included)."""
         return report.extra_by_count + self._counted.get(report.alias, 0)
-
-    @staticmethod
-    def _unmatched(found: RangeSummary) -> int:
-        """The same, as an index-side scan found them: extra documents and tombstones."""
-        return found.extra + found.tombstones
 
     def _scan(
         self,
@@ -321,6 +365,25 @@ class Verifier:
         for task, summary in zip(tasks, self._run(label, tasks, options), strict=True):
             into[task.alias].merge(summary)
             reports[task.alias].ranges["index"] += 1
+
+
+def _second_pass(first: VerifyReport, second: VerifyReport, repair: bool) -> VerifyReport:
+    """The report of an alias compared by checksum, then again by id (``second``, whose
+    ``path_reason`` says why). A verify's second pass saw all the first did: it stands alone. A
+    repair's first pass fixed what it found, so both passes' drift and writes add up, against
+    the index as it was before either wrote."""
+    for name in RANGE_COUNTS:
+        second.ranges[name] += first.ranges[name]
+    if not repair:
+        return second
+    for kind in KINDS:
+        setattr(second, kind, getattr(first, kind) + getattr(second, kind))
+        second.samples[kind] = sorted({*first.samples[kind], *second.samples[kind]})[:SAMPLE]
+    second.index_docs, second.extra_by_count = first.index_docs, first.extra_by_count
+    before, after = first.repaired or {}, second.repaired or {}
+    second.repaired = {k: before.get(k, 0) + after.get(k, 0) for k in ("indexed", "deleted", "failed")}
+    second.notes = [*first.notes, *second.notes]
+    return second
 
 
 def _fill(report: VerifyReport, s: RangeSummary, repair: bool, counted: int, keyed: int) -> None:

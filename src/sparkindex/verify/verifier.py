@@ -14,7 +14,10 @@ the driver (tasks return counts and a bounded sample of ids).
    range that differs goes through step 1. The index side of step 2 then reads only the ranges
    that differed (an extra document with a check makes its range differ). The report says which
    path each alias took (``path``, with ``path_reason`` when it is ``documents``) and how many
-   ranges were compared, matched and descended into.
+   ranges were compared, matched and descended into. A copy of a live id under another
+   document's sort key (or none) is a copy no figure counts for its id: when a range compared key
+   by key finds one, or the whole-index scan cannot place every document, the alias is compared
+   a second time by id (``path_reason`` says why).
 
 1. **Source side** (always). The source's key ranges are planned exactly as the reindex plans its
    partitions (:func:`plan_partitions`: boundaries in the database's own collation order). Each

@@ -95,8 +95,16 @@ def descend(res: Resources, task: RangeTask, options: TaskOptions, source: Sourc
     before = summary.extra
     owners: dict[str, str | None] = {**dict.fromkeys(held), **others}
 
-    def own(at: str, doc_id: str) -> bool:  # a row that cannot be built keeps its old copy
-        return owners.get(at) == doc_id or doc_id in unbuilt
+    lookup = res.lookup(task.alias)
+
+    def own(at: str, doc_id: str) -> bool:
+        """Whether *doc_id*'s copy belongs under key *at*: the row there, a row that cannot be
+        built (its old copy stays), or a root row whose own key it is (inserted since the range
+        was read)."""
+        if owners.get(at) == doc_id or doc_id in unbuilt:
+            return True
+        key = None if lookup.child_of(doc_id) is not None else lookup.root_key(doc_id)
+        return key is not None and sort_key(key) == at
 
     scan_for_extra(res, task, [(k, k + "0") for k in sorted(owners)], summary, fixer, own)
     summary.matched += summary.extra - before + summary.foreign  # copies of ids, counted: not extra

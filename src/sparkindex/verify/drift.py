@@ -69,6 +69,8 @@ class RangeSummary(DriftCounts):
     #: range compared key by key: no figure counts them as copies of their id, so the alias is
     #: compared again by id
     foreign: int = 0
+    #: of the unbuildable rows, those whose older copy the index holds (counted stale, not missing)
+    unbuildable_held: int = 0
 
     def note(self, kind: str, doc_id: str) -> None:
         """Count one document of *kind* and keep its id if the sample has room."""

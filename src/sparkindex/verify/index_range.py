@@ -55,7 +55,10 @@ def scan_for_extra(
     def flush() -> None:
         present = lookup.existing(list(pending))
         # read on a replica: an id it lacks may be a row the primary has (inserted since)
-        present |= present_on_primary(primary, [d for d in pending if d not in present])
+        on_primary = present_on_primary(primary, [d for d in pending if d not in present])
+        present |= on_primary
+        # copies of rows only the primary has yet: live, not extra, though no replica range counted them
+        summary.matched += sum(len(pending[d]) for d in on_primary)
         extra: list[str] = []
         for doc_id, copies in pending.items():
             if doc_id in present:

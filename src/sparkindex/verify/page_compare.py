@@ -72,6 +72,7 @@ def compare_page(
             summary.matched += len(copies)
             summary.matched_tombstones += sum(1 for h in copies if is_tombstone(h))
             summary.note("stale", failure.doc_id)
+            summary.unbuildable_held += 1
         else:
             summary.note("missing", failure.doc_id)
     if fixer is not None:

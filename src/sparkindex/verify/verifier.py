@@ -181,6 +181,8 @@ class Verifier:
         #: per alias compared by checksum whose documents the ranges could not all place (copies
         #: of live ids under another's sort key, or none): why it is compared again by id
         self._again: dict[str, str] = {}
+        #: per alias, the unbuildable rows whose older copy the index holds (the last pass's)
+        self._unbuildable_held: dict[str, int] = {}
 
     def _run(self, label: str, tasks: Sequence[RangeTask], options: TaskOptions) -> list[RangeSummary]:
         total = len(tasks)
@@ -195,9 +197,15 @@ class Verifier:
         reports = self._pass(list(self.plans), options, {})
         again = dict(self._again)
         if again:
+            for alias in again:  # the second pass must read what the first one wrote
+                fixed = reports[alias].repaired or {}
+                index = reports[alias].index
+                if index is not None and fixed.get("indexed", 0) + fixed.get("deleted", 0) > 0:
+                    self.target.finish_version(index)
             self.progress.phase(f"comparing {', '.join(sorted(again))} again by id")
             for second in self._pass(list(again), options, again).values():
-                reports[second.alias] = _second_pass(reports[second.alias], second, options.repair)
+                held = self._unbuildable_held.get(second.alias, 0)
+                reports[second.alias] = _second_pass(reports[second.alias], second, options.repair, held)
         for report in reports.values():
             report.seconds = round(time.monotonic() - started, 3)
         return list(reports.values())
@@ -222,6 +230,7 @@ class Verifier:
         for alias, report in reports.items():
             merged[alias].merge(extra[alias])
             keyed = self._keyed.get(alias, RangeSummary(alias))
+            self._unbuildable_held[alias] = merged[alias].unbuildable_held
             _fill(report, merged[alias], options.repair, self._counted.get(alias, 0), keyed.extra)
             if report.path == CHECKSUMS and merged[alias].foreign:
                 self._again[alias] = (
@@ -321,13 +330,24 @@ class Verifier:
                 # the whole scan saw every tombstone, those the key-by-key ranges counted too
                 scan.tombstones = max(0, scan.tombstones - keyed.tombstones)
                 if options.repair:  # the ranges' extras are deleted already: the scan found the rest
-                    scan.tombstones = max(0, scan.tombstones - found[r.alias].tombstones)
+                    # (and, with soft deletes, the tombstones this repair wrote in their place)
+                    written = self._deleted(r.alias, source_side, found) if self._soft(r.alias) else 0
+                    scan.tombstones = max(0, scan.tombstones - found[r.alias].tombstones - written)
                     found[r.alias].merge(scan)
                 else:  # the whole scan found every extra again; those found key by key are counted
                     scan.extra = max(0, scan.extra - keyed.extra)
                     found[r.alias] = scan
-                self._unplaced(r, found[r.alias], source_side[r.alias].deleted + found[r.alias].deleted)
+                lost = 0 if self._soft(r.alias) else self._deleted(r.alias, source_side, found)
+                self._unplaced(r, found[r.alias], lost)
         return found
+
+    def _soft(self, alias: str) -> bool:
+        return self.plans[alias].config.deletes == "soft"
+
+    @staticmethod
+    def _deleted(alias: str, source_side: dict[str, RangeSummary], found: dict[str, RangeSummary]) -> int:
+        """The documents this repair deleted (with soft deletes: turned into tombstones)."""
+        return source_side[alias].deleted + found[alias].deleted
 
     def _unplaced(self, report: VerifyReport, found: RangeSummary, deleted: int) -> None:
         """An alias compared by checksum whose whole index scan still leaves documents unaccounted
@@ -345,10 +365,11 @@ class Verifier:
             )
 
     def _accounted(self, found: RangeSummary) -> int:
-        """The index's documents an index-side scan found that are no copy of a source id (extra
-        documents and tombstones), with the tombstones the key-by-key ranges counted."""
+        """The index's documents an index-side scan found that the source side did not count:
+        extra documents and tombstones (with those the key-by-key ranges counted), and copies of
+        rows a read replica lacks and its primary has (``matched`` on the index side)."""
         keyed = self._keyed.get(found.alias)
-        return found.extra + found.tombstones + (keyed.tombstones if keyed is not None else 0)
+        return found.extra + found.tombstones + found.matched + (keyed.tombstones if keyed is not None else 0)
 
     def _expected(self, report: VerifyReport) -> int:
         """The index's documents that are no copy of a source id, by count (tombstones included)."""
@@ -370,17 +391,21 @@ class Verifier:
             reports[task.alias].ranges["index"] += 1
 
 
-def _second_pass(first: VerifyReport, second: VerifyReport, repair: bool) -> VerifyReport:
+def _second_pass(first: VerifyReport, second: VerifyReport, repair: bool, held: int) -> VerifyReport:
     """The report of an alias compared by checksum, then again by id (``second``, whose
     ``path_reason`` says why). A verify's second pass saw all the first did: it stands alone. A
-    repair's first pass fixed what it found, so both passes' drift and writes add up, against
-    the index as it was before either wrote."""
+    repair's first pass fixed what it could, so both passes' drift and writes add up, against
+    the index as it was before either wrote, less what no repair fixes and both passes counted:
+    the rows that cannot be built (*held* of them with an older copy in the index, stale; the
+    rest missing). A write the target refused in the first pass is tried, and counted, again."""
     for name in RANGE_COUNTS:
         second.ranges[name] += first.ranges[name]
     if not repair:
         return second
+    again = {"unbuildable": second.unbuildable, "stale": held, "missing": second.unbuildable - held}
     for kind in KINDS:
-        setattr(second, kind, getattr(first, kind) + getattr(second, kind))
+        count = getattr(first, kind) + max(0, getattr(second, kind) - again.get(kind, 0))
+        setattr(second, kind, count)
         second.samples[kind] = sorted({*first.samples[kind], *second.samples[kind]})[:SAMPLE]
     second.index_docs, second.extra_by_count = first.index_docs, first.extra_by_count
     before, after = first.repaired or {}, second.repaired or {}

@@ -32,9 +32,9 @@ demo: java venv
 
 # Two phases: TEST_WORKERS processes share the tests not marked serial (a file stays on one worker:
 # module fixtures start private servers once), then the serial ones run alone. Both phases always
-# run; the worse exit code is make's. Four workers on two cores: the suite mostly waits (servers,
-# leases, subprocesses), and with three its processes kept the CPUs a third busy (CI, 52 minutes).
-TEST_WORKERS ?= 4
+# run; the worse exit code is make's. Three workers: the two cores are busy all through the first
+# phase (measured), and a fourth worker made it slower, not faster.
+TEST_WORKERS ?= 3
 test: java venv
 	bash scripts/test-services.sh
 	@rc=0; \

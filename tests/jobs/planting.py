@@ -10,11 +10,13 @@ closes it (``with tantivy(pipeline) as target:``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from sparkindex.checksums import document_check
+from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.documents.builder import BuiltDocument, make_builder
 from sparkindex.documents.hashing import content_hash, dumps_document
@@ -28,6 +30,7 @@ from sparkindex.targets.tantivy import TantivyTarget
 from sparkindex.targets.target import Target
 from sparkindex.worker.bulk import bulk_with_retries
 from tests.e2e.guarantee_helpers import finish_and_wait, plant_raw, tantivy_body
+from tests.e2e.shop import make_shop
 
 KINDS = ("missing", "extra", "stale", "duplicates")
 
@@ -63,6 +66,16 @@ def index_without_spark(pipeline: Pipeline, alias: str) -> str:
         finish_and_wait(target, index)
         target.swap(alias, index, target.alias_target(alias))
         return index
+
+
+def soft_shop(directory: Path, products: int) -> tuple[Pipeline, str]:
+    """The shop (partitions of 100 products) with ``deletes: soft``, indexed without Spark: the
+    pipeline and its index."""
+    make_shop(directory, products=products, partition_size=100)
+    path = directory / "pipeline.yaml"
+    path.write_text(path.read_text().replace("    complexity: 3.0\n", "    complexity: 3.0\n    deletes: soft\n"))
+    pipeline = load_pipeline(path)
+    return pipeline, index_without_spark(pipeline, "products")
 
 
 def write(target: Target, index: str, items: list[BulkItem]) -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from sparkindex.checksums import document_check
-from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.documents.hashing import content_hash, dumps_document
 from sparkindex.documents.tombstones import deleted_at, tombstone
@@ -33,6 +32,7 @@ from tests.jobs.planting import (
     index_without_spark,
     plant,
     plant_each_kind,
+    soft_shop,
     tantivy,
     variant,
     write,
@@ -229,11 +229,7 @@ def test_a_tombstone_in_a_range_compared_key_by_key_is_counted_once(
     """``deletes: soft``: the tombstone of gone row 5 lies in a range that differs (7 is stale),
     which counts it; a keyless extra document then makes the verifier scan the whole index,
     which sees the tombstone again and must not count it twice."""
-    pipeline = make_shop(tmp_path, products=PRODUCTS, partition_size=100)
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(path.read_text().replace("    complexity: 3.0\n", "    complexity: 3.0\n    deletes: soft\n"))
-    pipeline = load_pipeline(path)
-    index = index_without_spark(pipeline, "products")
+    pipeline, index = soft_shop(tmp_path, PRODUCTS)
     docs = built_documents(pipeline, "products")
     execute(pipeline.base_dir / "shop.db", "DELETE FROM products WHERE id = 5")
     five = docs["5"]

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from sparkindex.checksums import document_check
-from sparkindex.config import load_pipeline
 from sparkindex.config.model import Pipeline
 from sparkindex.documents.builder import BuiltDocument
 from sparkindex.documents.hashing import content_hash, dumps_document
@@ -34,7 +33,7 @@ from sparkindex.verify.repair import repair
 from sparkindex.verify.verifier import Verifier, VerifyReport
 from tests.e2e.guarantee_helpers import finish_and_wait, plant_raw, tantivy_body
 from tests.e2e.shop import execute, make_shop
-from tests.jobs.planting import built_documents, fields_of, index_without_spark, tantivy, variant, write
+from tests.jobs.planting import built_documents, fields_of, index_without_spark, soft_shop, tantivy, variant, write
 from tests.jobs.test_verify_local import drift, no_drift, verifier
 
 PRODUCTS = 600
@@ -119,11 +118,7 @@ def test_soft_deletes_a_keyless_live_copy_beside_an_extra_the_repair_tombstones(
 ) -> None:
     """``deletes: soft``: repair turns the extra document into a tombstone, which the whole-index
     scan then sees; that must not hide the keyless copy of 5 from the count."""
-    pipeline = make_shop(tmp_path, products=PRODUCTS, partition_size=100)
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(path.read_text().replace("    complexity: 3.0\n", "    complexity: 3.0\n    deletes: soft\n"))
-    pipeline = load_pipeline(path)
-    index = index_without_spark(pipeline, "products")
+    pipeline, index = soft_shop(tmp_path, PRODUCTS)
     docs = built_documents(pipeline, "products")
     with tantivy(pipeline) as target:
         write(target, index, [variant(docs["8"], document_id((10**9,)), sort_key=sort_key((10**9,)))])
